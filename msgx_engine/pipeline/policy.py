@@ -1,0 +1,24 @@
+"""Retry policy of the queue head (US-03 AC4/AC5): pure functions of attempts and time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    head_deadline_s: float = 600.0
+
+    def delay(self, attempts: int) -> float:
+        """Backoff after the n-th failed attempt: 1, 2, 4, 8, 16 s ... capped at 60 s."""
+        return min(self.base_delay_s * (2 ** max(attempts - 1, 0)), self.max_delay_s)
+
+    def exhausted(self, attempts: int, created_at: datetime, now: datetime) -> bool:
+        return attempts >= self.max_attempts or now - created_at >= timedelta(seconds=self.head_deadline_s)
+
+    def next_attempt_at(self, attempts: int, now: datetime) -> datetime:
+        return now + timedelta(seconds=self.delay(attempts))

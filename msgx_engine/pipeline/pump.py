@@ -1,0 +1,205 @@
+"""The pump: the single active writer that runs intake, the queue head and inline backfill.
+
+It holds a PostgreSQL session advisory lock for its whole life on the connection it writes
+with (OPS-1), so a lost connection loses the lock and every guarded write with it. A second pump
+exits at once. In drain mode it stops when nothing is processable; in long-lived mode it
+idle-polls for a while so a message is processed within ~0.2 s of landing (DESIGN §5).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from msgx_engine.pipeline.backfill import Backfill
+from msgx_engine.pipeline.intake import Intake
+from msgx_engine.pipeline.protocol import Processor
+from msgx_engine.store.tables import backfill_todo, proc_state
+
+log = logging.getLogger(__name__)
+
+PUMP_LOCK_KEY = 0x6D736778_0001  # "msgx" + 1
+
+
+class PumpBusy(RuntimeError):
+    """Another pump holds the writer lock."""
+
+
+@dataclass
+class PumpOptions:
+    idle_for_s: float = 0.0          # 0: drain mode (exit when nothing is processable)
+    idle_poll_s: float = 0.2
+    max_runtime_s: float = 3600.0
+    heartbeat_s: float = 10.0
+    inline_backfill: bool = True
+    reconnect_for_s: float = 60.0
+
+
+@dataclass
+class PumpSummary:
+    processed: Counter = field(default_factory=Counter)      # status -> count (this run)
+    registered: int = 0
+    late_arrivals: int = 0
+    marked: int = 0
+    started: float = field(default_factory=time.monotonic)
+    reconnects: int = 0
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def as_metadata(self) -> dict[str, float | int]:
+        data: dict[str, float | int] = {f"processed_{k.lower()}": v for k, v in sorted(self.processed.items())}
+        data.update(registered=self.registered, late_arrivals=self.late_arrivals, marked=self.marked,
+                    elapsed_s=round(self.elapsed_s, 3), reconnects=self.reconnects)
+        return data
+
+
+def try_lock(conn: Connection) -> bool:
+    got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": PUMP_LOCK_KEY}).scalar_one())
+    conn.commit()
+    return got
+
+
+def status_counts(conn: Connection) -> dict[str, int]:
+    rows = conn.execute(select(proc_state.c.status, func.count()).group_by(proc_state.c.status)).fetchall()
+    conn.commit()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+class Pump:
+    def __init__(self, engine: Engine, processor: Processor, intake: Intake, backfill: Backfill,
+                 options: PumpOptions | None = None,
+                 on_heartbeat: Callable[[PumpSummary], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.engine = engine
+        self.processor = processor
+        self.intake = intake
+        self.backfill = backfill
+        self.options = options or PumpOptions()
+        self.on_heartbeat = on_heartbeat
+        self.should_stop = should_stop or (lambda: False)
+        self.conn: Connection | None = None
+
+    # --- lock ---------------------------------------------------------------------------------
+    def _connect(self) -> Connection:
+        conn = self.engine.connect()
+        if not try_lock(conn):
+            conn.close()
+            raise PumpBusy("another msgx pump holds the writer lock (pg advisory lock "
+                           f"{PUMP_LOCK_KEY}); this pump exits without processing")
+        return conn
+
+    def _reconnect(self, summary: PumpSummary) -> None:
+        deadline = time.monotonic() + self.options.reconnect_for_s
+        delay = 0.5
+        if self.conn is not None:
+            try:
+                self.conn.invalidate()
+                self.conn.close()
+            except Exception:  # noqa: BLE001 - the connection is already broken
+                pass
+        while True:
+            try:
+                self.conn = self._connect()
+                summary.reconnects += 1
+                log.warning("pump reconnected to PostgreSQL and re-acquired the writer lock")
+                return
+            except OperationalError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc.__class__.__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    # --- loop ----------------------------------------------------------------------------------
+    def run(self) -> PumpSummary:
+        summary = PumpSummary()
+        self.conn = self._connect()
+        try:
+            self._loop(summary)
+        finally:
+            try:
+                self.conn.close()
+            except Exception:  # noqa: BLE001
+                pass
+        return summary
+
+    def _loop(self, summary: PumpSummary) -> None:
+        opts = self.options
+        last_activity = time.monotonic()
+        last_beat = time.monotonic()
+        while not self.should_stop():
+            if summary.elapsed_s >= opts.max_runtime_s:
+                log.info("pump reached its max runtime of %ss; exiting for the sensor to restart it",
+                         opts.max_runtime_s)
+                break
+            try:
+                busy, waiting = self._iteration(summary)
+            except (OperationalError, DBAPIError) as exc:
+                if not getattr(exc, "connection_invalidated", False) and not _is_disconnect(exc):
+                    raise
+                log.warning("lost the PostgreSQL connection: %s", exc.__class__.__name__)
+                self._reconnect(summary)
+                continue
+            now = time.monotonic()
+            if busy:
+                last_activity = now
+            if self.on_heartbeat and now - last_beat >= opts.heartbeat_s:
+                self.on_heartbeat(summary)
+                last_beat = now
+            if busy:
+                continue
+            if not waiting:
+                if opts.idle_for_s <= 0 and self._drained():
+                    break
+                if opts.idle_for_s > 0 and now - last_activity >= opts.idle_for_s:
+                    break
+            time.sleep(opts.idle_poll_s)
+
+    def _iteration(self, summary: PumpSummary) -> tuple[bool, bool]:
+        """One intake pass, then the head until it idles or waits, then a backfill batch."""
+        assert self.conn is not None
+        stats = self.intake.scan(self.conn)
+        summary.registered += stats.registered
+        summary.late_arrivals += stats.late_arrivals
+        busy = stats.registered > 0
+        waiting = False
+        for _ in range(self.intake.batch):
+            result = self.processor.step(self.conn)
+            if result.kind != "processed":
+                waiting = result.kind.startswith("wait")
+                break
+            busy = True
+            summary.processed[result.status or "?"] += 1
+        if self.options.inline_backfill:
+            b = self.backfill.run_once(self.conn)
+            summary.marked += b.marked
+            busy = busy or bool(b.marked or b.already or b.missing)
+        return busy, waiting
+
+    def _drained(self) -> bool:
+        assert self.conn is not None
+        open_rows = self.conn.execute(select(func.count()).select_from(proc_state)
+                                      .where(proc_state.c.status.in_(("PENDING", "FAILED")))).scalar_one()
+        todo_due = 0
+        if self.options.inline_backfill:
+            todo_due = self.conn.execute(
+                select(func.count()).select_from(backfill_todo).where(
+                    backfill_todo.c.status == "PENDING",
+                    (backfill_todo.c.next_attempt_at.is_(None))
+                    | (backfill_todo.c.next_attempt_at <= self.processor.clock.now()))).scalar_one()
+        self.conn.commit()
+        return open_rows == 0 and todo_due == 0
+
+
+def _is_disconnect(exc: BaseException) -> bool:
+    msg = str(exc).lower()
+    return any(s in msg for s in ("server closed the connection", "terminating connection",
+                                  "connection is closed", "consuming input failed", "connection refused"))

@@ -1,0 +1,183 @@
+"""Hardened SIS decoding: bytes in, (META, kind, body) out, or a classified refusal.
+
+The parser never loads a DTD, resolves an entity or touches the network; a DOCTYPE is refused
+outright (no SIS message carries one, and it is the door for XXE and entity expansion). Size and
+depth are bounded before and during the parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from lxml import etree
+
+from msgx_engine.sis.catalogue import REFERENCE_TYPES
+
+MAX_BODY_BYTES = 10 * 1024 * 1024
+MAX_DEPTH = 16
+META_FIELDS = ("SNDR", "SEQN", "DTTM", "TYPE", "STYP")
+_TYPE_RE = re.compile(r"^[A-Z]{3,4}$")
+_DOCTYPE_RE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+
+
+class SisRefused(ValueError):
+    """The text is not a usable SIS message. ``reason`` is the recorded classification."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Meta:
+    sndr: str
+    seqn: str
+    dttm: str
+    type: str
+    styp: str
+
+    @property
+    def identity(self) -> str:
+        """Business identity SNDR|TYPE|STYP|SEQN (US-03 AC3)."""
+        return f"{self.sndr}|{self.type}|{self.styp}|{self.seqn}"
+
+    @property
+    def type_styp(self) -> str:
+        return f"{self.type}-{self.styp}"
+
+
+@dataclass(frozen=True)
+class SisMessage:
+    meta: Meta
+    kind: str                 # FLOP | SCHD | SCHS | REF | RQFD | RQRD | EROR | OTHER
+    root: etree._Element      # the MSG element; handlers read, never modify
+    payload_hash: str         # canonical content hash (identity duplicate check)
+
+    def body(self, name: str) -> etree._Element | None:
+        return self.root.find(name)
+
+
+def _parser() -> etree.XMLParser:
+    return etree.XMLParser(
+        resolve_entities=False,
+        no_network=True,
+        load_dtd=False,
+        dtd_validation=False,
+        huge_tree=False,
+        remove_comments=True,
+        remove_pis=True,
+    )
+
+
+def _depth(el: etree._Element, limit: int) -> int:
+    best = 0
+    stack = [(el, 1)]
+    while stack:
+        node, d = stack.pop()
+        if d > limit:
+            return d
+        best = max(best, d)
+        stack.extend((c, d + 1) for c in node)
+    return best
+
+
+def _to_bytes(text: str | bytes) -> bytes:
+    if isinstance(text, bytes):
+        return text
+    return text.encode("utf-8")
+
+
+def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int = MAX_DEPTH) -> etree._Element:
+    """Parse untrusted XML safely; raise SisRefused(malformed|oversize|forbidden) otherwise."""
+    data = _to_bytes(text)
+    if len(data) > max_bytes:
+        raise SisRefused("oversize", f"{len(data)} bytes exceeds the limit of {max_bytes}")
+    if not data.strip():
+        raise SisRefused("malformed", "empty message")
+    if b"\x00" in data:
+        raise SisRefused("malformed", "NUL byte in message")
+    if _DOCTYPE_RE.search(data):
+        raise SisRefused("forbidden", "DOCTYPE/ENTITY declarations are not accepted")
+    if isinstance(text, str):
+        # lxml refuses str input that carries an encoding declaration; bytes keep the declaration honest.
+        data = text.encode("utf-8")
+    try:
+        root = etree.fromstring(data, _parser())
+    except etree.XMLSyntaxError as exc:
+        raise SisRefused("malformed", f"not well-formed: {exc}") from None
+    if root is None:
+        raise SisRefused("malformed", "no root element")
+    if _depth(root, max_depth) > max_depth:
+        raise SisRefused("malformed", f"nesting deeper than {max_depth}")
+    return root
+
+
+def _text(el: etree._Element | None) -> str:
+    return (el.text or "").strip() if el is not None else ""
+
+
+def _canonical_hash(root: etree._Element) -> str:
+    """Hash of the content without formatting whitespace and without META/DTTM (a resend with a
+    new timestamp is still the same message)."""
+    h = hashlib.sha256()
+
+    def walk(el: etree._Element, path: str) -> None:
+        if path == "MSG/META/DTTM":
+            return
+        attrs = sorted((k, v.strip()) for k, v in el.attrib.items() if not k.startswith("{"))
+        h.update(f"<{el.tag}{attrs}>{(el.text or '').strip()}".encode())
+        for child in el:
+            if isinstance(child.tag, str):
+                walk(child, f"{path}/{child.tag}")
+        h.update(f"</{el.tag}>".encode())
+
+    walk(root, root.tag)
+    return h.hexdigest()
+
+
+def _kind(mtype: str) -> str:
+    if mtype in ("FLOP", "SCHD", "SCHS", "RQFD", "RQRD", "EROR"):
+        return mtype
+    if mtype in REFERENCE_TYPES:
+        return "REF"
+    return "OTHER"
+
+
+def _check_structure(kind: str, meta: Meta, root: etree._Element) -> None:
+    if kind == "FLOP":
+        blocks = root.findall("FLOP")
+        if not blocks:
+            raise SisRefused("malformed", "FLOP message without a FLOP block")
+        for block in blocks:
+            if not _text(block.find("FLID")):
+                raise SisRefused("malformed", "FLOP block without FLID")
+    elif kind in ("SCHD", "SCHS"):
+        if root.find(kind) is None:
+            raise SisRefused("malformed", f"{kind} message without a {kind} container")
+    elif kind == "REF":
+        records = root.findall(meta.type)
+        if not records and meta.styp not in ("DNLD", "RESP"):
+            raise SisRefused("malformed", f"{meta.type}/{meta.styp} without any {meta.type} record")
+
+
+def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
+    """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden."""
+    root = parse_xml(text, max_bytes=max_bytes)
+    if root.tag != "MSG":
+        raise SisRefused("malformed", f"root element is <{root.tag}>, expected <MSG>")
+    meta_el = root.find("META")
+    if meta_el is None:
+        raise SisRefused("malformed", "no META element")
+    values = {name: _text(meta_el.find(name)) for name in META_FIELDS}
+    missing = [n for n, v in values.items() if not v]
+    if missing:
+        raise SisRefused("malformed", f"META lacks {', '.join(missing)}")
+    meta = Meta(values["SNDR"], values["SEQN"], values["DTTM"], values["TYPE"].upper(), values["STYP"].upper())
+    if not _TYPE_RE.match(meta.type):
+        raise SisRefused("malformed", f"META TYPE {meta.type!r} is not a SIS type code")
+    kind = _kind(meta.type)
+    _check_structure(kind, meta, root)
+    return SisMessage(meta=meta, kind=kind, root=root, payload_hash=_canonical_hash(root))

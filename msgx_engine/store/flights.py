@@ -1,0 +1,171 @@
+"""Flight repository: batched reads of whole states and the one writer path ``persist_next_states``.
+
+Reads load any number of flights in a constant number of statements (one for ``flight_schd``,
+one per detail table). Writes rewrite a flight's whole row and every detail group (FS §5.4), so
+what is stored always equals the merged in-memory state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from types import MappingProxyType
+
+from sqlalchemy import Connection, delete, func, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
+from msgx_engine.state.model import FlightState, Value, freeze_entry
+from msgx_engine.store.tables import detail_tables, flight_schd
+
+_BOOK_COLUMNS = ("flid", "fday", "state_version", "last_message_id", "deleted", "deleted_at")
+
+
+def _entry_to_row(spec: CollectionSpec, flid: str, ordinal: int, entry, version: int) -> dict:
+    row: dict[str, object] = {c: None for c in spec.columns}
+    row.update(flid=flid, ordinal=ordinal, record_version=version, source_seq=None)
+    if spec.route_kind:
+        row["route_kind"] = spec.route_kind
+    for key, value in entry.items():
+        if key == spec.seq_attr:
+            row["source_seq"] = value
+            continue
+        col = key.lower()
+        if col not in row or col in ("flid", "ordinal", "record_version", "route_kind"):
+            raise ValueError(f"{spec.key} entry key {key!r} has no column in {spec.table}")
+        row[col] = value
+    return row
+
+
+def _row_to_entry(spec: CollectionSpec, row) -> dict[str, str]:
+    entry: dict[str, str] = {}
+    if spec.seq_attr and row.source_seq is not None:
+        entry[spec.seq_attr] = row.source_seq
+    mapping = row._mapping
+    for part in spec.children + spec.attrs:
+        value = mapping[part.lower()]
+        if value is not None:
+            entry[part] = value
+    if spec.text and mapping["text"] is not None:
+        entry["TEXT"] = mapping["text"]
+    return entry
+
+
+def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
+    row: dict[str, object] = {
+        "flid": state.flid, "fday": state.fday, "state_version": state.state_version,
+        "last_message_id": state.last_message_id, "deleted": state.deleted,
+        "deleted_at": now if state.deleted else None,
+    }
+    fields = state.fields
+    for name in SCALARS:
+        row[name.lower()] = fields.get(name)
+    for obj in OBJECTS:
+        value = fields.get(obj.key) or {}
+        unknown = set(value) - set(obj.parts)
+        if unknown:
+            raise ValueError(f"{obj.key} has parts without a column: {sorted(unknown)}")
+        for part, col in zip(obj.parts, obj.columns, strict=True):
+            row[col] = value.get(part)
+    for group in TEXT_GROUPS:
+        value = fields.get(group.key)
+        row[group.column] = (json.dumps([dict(e) for e in value], ensure_ascii=False, sort_keys=True)
+                             if value else None)
+    return row
+
+
+def row_to_fields(row) -> dict[str, Value]:
+    m = row._mapping
+    fields: dict[str, Value] = {}
+    for name in SCALARS:
+        if m[name.lower()] is not None:
+            fields[name] = m[name.lower()]
+    for obj in OBJECTS:
+        parts = {p: m[c] for p, c in zip(obj.parts, obj.columns, strict=True) if m[c] is not None}
+        if parts:
+            fields[obj.key] = freeze_entry(parts)
+    for group in TEXT_GROUPS:
+        raw = m[group.column]
+        if raw:
+            fields[group.key] = tuple(freeze_entry(e) for e in json.loads(raw))
+    return fields
+
+
+class FlightRepository:
+    """Reads and writes flight states on a caller-owned connection (the unit of work)."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def load(self, flids: Iterable[str], *, for_update: bool = False) -> dict[str, FlightState]:
+        """Whole states of the given flights (deleted ones included, flagged) in 1 + 9 statements."""
+        wanted = sorted(set(flids))
+        if not wanted:
+            return {}
+        q = select(flight_schd).where(flight_schd.c.flid.in_(wanted))
+        if for_update:
+            q = q.with_for_update()
+        rows = self.conn.execute(q).fetchall()
+        fields_by_flid: dict[str, dict[str, Value]] = {r.flid: row_to_fields(r) for r in rows}
+        found = list(fields_by_flid)
+        if found:
+            self._load_details(found, fields_by_flid)
+        states: dict[str, FlightState] = {}
+        for r in rows:
+            states[r.flid] = FlightState(
+                flid=r.flid, fields=MappingProxyType(dict(sorted(fields_by_flid[r.flid].items()))),
+                fday=r.fday, state_version=r.state_version, last_message_id=r.last_message_id,
+                deleted=r.deleted)
+        return states
+
+    def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
+        for table_name, table in detail_tables.items():
+            specs = [c for c in COLLECTIONS if c.table == table_name]
+            order = [table.c.flid] + ([table.c.route_kind] if "route_kind" in table.c else []) + [table.c.ordinal]
+            rows = self.conn.execute(select(table).where(table.c.flid.in_(flids)).order_by(*order)).fetchall()
+            grouped: dict[tuple[str, str], list] = defaultdict(list)
+            for row in rows:
+                spec = next(s for s in specs if s.route_kind in (None, row._mapping.get("route_kind")))
+                grouped[(row.flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
+            for (flid, key), entries in grouped.items():
+                fields_by_flid[flid][key] = tuple(entries)
+
+    def load_all_current(self, *, exclude_codeshare: bool = True) -> list[FlightState]:
+        """Every non-deleted flight (US-12), in one transaction: ids first, then one batched load."""
+        q = select(flight_schd.c.flid).where(flight_schd.c.deleted.is_(False))
+        if exclude_codeshare:
+            q = q.where(flight_schd.c.maid.is_(None))
+        flids = [r[0] for r in self.conn.execute(q.order_by(flight_schd.c.flid))]
+        states = self.load(flids)
+        return [states[f] for f in flids]
+
+    def persist_next_states(self, states: Sequence[FlightState]) -> None:
+        """The single writer path: upsert main rows, then rewrite every detail group."""
+        if not states:
+            return
+        now = self.conn.execute(select(func.now())).scalar_one()
+        rows = [state_to_row(s, now) for s in states]
+        for r in rows:
+            r["updated_at"] = now
+        stmt = pg_insert(flight_schd)
+        update_cols = {c: stmt.excluded[c] for c in rows[0] if c != "flid"}
+        self.conn.execute(stmt.on_conflict_do_update(index_elements=["flid"], set_=update_cols), rows)
+        flids = [s.flid for s in states]
+        for table in detail_tables.values():
+            self.conn.execute(delete(table).where(table.c.flid.in_(flids)))
+        inserts: dict[str, list[dict]] = defaultdict(list)
+        for state in states:
+            for spec in COLLECTIONS:
+                entries = state.fields.get(spec.key) or ()
+                for ordinal, entry in enumerate(entries, start=1):
+                    inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, state.state_version))
+        for table_name, table_rows in inserts.items():
+            self.conn.execute(detail_tables[table_name].insert(), table_rows)
+
+    def exists(self, flids: Iterable[str]) -> set[str]:
+        wanted = list(set(flids))
+        if not wanted:
+            return set()
+        return {r[0] for r in self.conn.execute(select(flight_schd.c.flid).where(flight_schd.c.flid.in_(wanted)))}

@@ -1,0 +1,225 @@
+"""SQLAlchemy Core tables of msgx's own PostgreSQL (DESIGN §4).
+
+The migrations create exactly these tables; tests compare the migrated schema with this module,
+so the two cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Date,
+    DateTime,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+
+from msgx_engine.sis.fields import COLLECTIONS, flight_columns
+
+metadata = MetaData()
+
+
+def _ts(name: str, **kw) -> Column:
+    return Column(name, DateTime(timezone=True), **kw)
+
+
+flight_schd = Table(
+    "flight_schd",
+    metadata,
+    Column("flid", Text, primary_key=True),
+    Column("fday", Date, nullable=True),
+    Column("state_version", BigInteger, nullable=False, server_default=text("0")),
+    Column("last_message_id", BigInteger),
+    Column("deleted", Boolean, nullable=False, server_default=text("false")),
+    _ts("deleted_at"),
+    _ts("created_at", nullable=False, server_default=func.now()),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+    *[Column(c, Text) for c in flight_columns()],
+)
+
+
+def _detail_table(table_name: str) -> Table:
+    specs = [c for c in COLLECTIONS if c.table == table_name]
+    columns: list[str] = []
+    for spec in specs:
+        for col in spec.columns:
+            if col not in columns:
+                columns.append(col)
+    routed = any(s.route_kind for s in specs)
+    key = ("flid", "route_kind", "ordinal") if routed else ("flid", "ordinal")
+    return Table(
+        table_name,
+        metadata,
+        Column("flid", Text, nullable=False),
+        *([Column("route_kind", Text, nullable=False)] if routed else []),
+        Column("ordinal", Integer, nullable=False),
+        Column("source_seq", Text),
+        Column("record_version", BigInteger, nullable=False),
+        _ts("created_at", nullable=False, server_default=func.now()),
+        *[Column(c, Text) for c in columns],
+        PrimaryKeyConstraint(*key, name=f"{table_name}_pkey"),
+    )
+
+
+detail_tables: dict[str, Table] = {
+    name: _detail_table(name) for name in dict.fromkeys(c.table for c in COLLECTIONS)
+}
+
+schd_gen = Table(
+    "schd_gen",
+    metadata,
+    Column("fday", Date, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("last_message_id", BigInteger),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+)
+
+schd_gen_flid = Table(
+    "schd_gen_flid",
+    metadata,
+    Column("fday", Date, nullable=False),
+    Column("flid", Text, nullable=False),
+    PrimaryKeyConstraint("fday", "flid", name="schd_gen_flid_pkey"),
+)
+
+pipeline_lock = Table(
+    "pipeline_lock",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("holder", Text),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+)
+
+proc_state = Table(
+    "proc_state",
+    metadata,
+    Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("status", Text, nullable=False),
+    Column("reason", Text),
+    Column("error_class", Text),
+    Column("error_detail", Text),
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    _ts("next_attempt_at"),
+    _ts("created_at", nullable=False, server_default=func.now()),
+    _ts("applied_at"),
+    _ts("terminal_at"),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+    Column("identity_key", Text),
+    Column("payload_hash", Text),
+    Column("dup_of", BigInteger),
+    Column("msg_type", Text),
+    Column("msg_styp", Text),
+    Column("late_arrival", Boolean, nullable=False, server_default=text("false")),
+    UniqueConstraint("identity_key", name="proc_state_identity_key_key"),
+)
+Index("proc_state_open_idx", proc_state.c.msg_id,
+      postgresql_where=text("status IN ('PENDING','FAILED')"))
+
+proc_state_hst = Table(
+    "proc_state_hst",
+    metadata,
+    Column("id", BigInteger, primary_key=True, autoincrement=True),
+    Column("msg_id", BigInteger, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("reason", Text),
+    Column("error_class", Text),
+    Column("error_detail", Text),
+    Column("attempt", Integer),
+    _ts("at", nullable=False, server_default=func.now()),
+)
+Index("proc_state_hst_msg_idx", proc_state_hst.c.msg_id)
+
+msg_event = Table(
+    "msg_event",
+    metadata,
+    Column("event_id", BigInteger, primary_key=True, autoincrement=True),
+    Column("msg_id", BigInteger, nullable=False),
+    Column("flid", Text, nullable=False),
+    Column("topic", Text, nullable=False),          # 'msg' | 'schd' (logical topic)
+    Column("kind", Text, nullable=False),           # 'change' | 'state' | 'tombstone'
+    Column("state_version", BigInteger, nullable=False),
+    Column("payload", Text, nullable=False),
+    _ts("created_at", nullable=False, server_default=func.now()),
+    _ts("released_at"),
+    _ts("sent_at"),
+    Column("send_attempts", Integer, nullable=False, server_default=text("0")),
+    _ts("next_send_at"),
+    Column("send_error", Text),
+    _ts("dead_at"),
+)
+Index("msg_event_msg_idx", msg_event.c.msg_id)
+Index("msg_event_unsent_idx", msg_event.c.topic, msg_event.c.event_id,
+      postgresql_where=text("sent_at IS NULL AND dead_at IS NULL"))
+
+backfill_todo = Table(
+    "backfill_todo",
+    metadata,
+    Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("status", Text, nullable=False, server_default=text("'PENDING'")),  # PENDING|DONE|ALREADY|FAILED
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    _ts("next_attempt_at"),
+    Column("last_error", Text),
+    _ts("created_at", nullable=False, server_default=func.now()),
+    _ts("done_at"),
+)
+Index("backfill_todo_pending_idx", backfill_todo.c.msg_id,
+      postgresql_where=text("status = 'PENDING'"))
+
+intake_state = Table(
+    "intake_state",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("low_water", BigInteger, nullable=False, server_default=text("0")),
+    _ts("last_full_scan_at"),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+)
+
+intake_gap = Table(
+    "intake_gap",
+    metadata,
+    Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
+    _ts("first_seen_at", nullable=False, server_default=func.now()),
+    _ts("passed_at"),
+    _ts("arrived_at"),
+)
+
+req_track = Table(
+    "req_track",
+    metadata,
+    Column("req_id", BigInteger, primary_key=True, autoincrement=True),
+    Column("rtype", Text, nullable=False),      # RQFD | RQRD
+    Column("styp", Text, nullable=False),       # NONE | requested reference type
+    Column("fday", Date),
+    Column("start_text", Text),
+    Column("end_text", Text),
+    Column("status", Text, nullable=False),     # REGISTERED|SENT|DONE|TIMEOUT|FAILED|EXPIRED
+    Column("coutmsgs_id", BigInteger),
+    Column("answer_msg_id", BigInteger),
+    Column("detail", Text),
+    _ts("created_at", nullable=False, server_default=func.now()),
+    _ts("sent_at"),
+    _ts("done_at"),
+)
+
+ref_master = Table(
+    "ref_master",
+    metadata,
+    Column("rtype", Text, nullable=False),
+    Column("rkey", Text, nullable=False),
+    Column("fields", Text, nullable=False),
+    Column("source", Text),
+    Column("batch_id", BigInteger),
+    _ts("refreshed_at", nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint("rtype", "rkey", name="ref_master_pkey"),
+)
+
+WRITER_LOCK_ROW = "FLIGHT_SCHD_WRITER"
