@@ -8,7 +8,15 @@ from __future__ import annotations
 
 from lxml import etree
 
-from msgx_engine.sis.fields import CollectionSpec, ObjectSpec, TextGroupSpec
+from msgx_engine.sis.fields import (
+    COLLECTION_BY_KEY,
+    OBJECT_BY_KEY,
+    SCALARS,
+    TEXT_GROUP_BY_KEY,
+    CollectionSpec,
+    ObjectSpec,
+    TextGroupSpec,
+)
 
 
 class Unmapped(ValueError):
@@ -81,3 +89,39 @@ def object_value(el: etree._Element, spec: ObjectSpec) -> dict[str, str] | None:
         if v and v not in allowed:
             raise Unmapped(f"{spec.key}@{attr}={v!r} is not one of {'/'.join(allowed)}")
     return value or None
+
+
+CLEAR = None  # marker value in ``block_values``: the key is present and means Clear
+
+
+def block_values(block: etree._Element, *, skip: tuple[str, ...] = ("FLID",)) -> dict[str, object]:
+    """Every flight field a FLOP block or SCHD FLTR carries, as state values.
+
+    Returns key -> value (str for scalars, list of entries for collections and text groups, dict
+    for objects) or ``CLEAR`` for a present-but-empty element (D7). Repeated elements are grouped in
+    input order. Anything the catalogue does not place raises ``Unmapped``.
+    """
+    grouped: dict[str, list[etree._Element]] = {}
+    for child in _children(block):
+        if child.tag in skip:
+            continue
+        grouped.setdefault(child.tag, []).append(child)
+    values: dict[str, object] = {}
+    for tag, elements in grouped.items():
+        if tag in COLLECTION_BY_KEY or tag in TEXT_GROUP_BY_KEY:
+            spec = COLLECTION_BY_KEY.get(tag) or TEXT_GROUP_BY_KEY[tag]
+            values[tag] = collection_entries(elements, spec)
+        elif tag in OBJECT_BY_KEY:
+            if len(elements) > 1:
+                raise Unmapped(f"{tag} appears {len(elements)} times; it is a single object")
+            values[tag] = object_value(elements[0], OBJECT_BY_KEY[tag])
+        elif tag in SCALARS:
+            if len(elements) > 1:
+                raise Unmapped(f"{tag} appears {len(elements)} times; it is a single value")
+            el = elements[0]
+            if _children(el) or any(k for k in el.attrib if not k.startswith("{")):
+                raise Unmapped(f"{tag} has attributes or elements where a plain value is expected")
+            values[tag] = text_of(el) or CLEAR
+        else:
+            raise Unmapped(f"{block.tag}/{tag} is not in the catalogue")
+    return values

@@ -1,0 +1,36 @@
+"""Message builders for tests: real SIS shapes with fresh SEQNs so each is a distinct message."""
+
+from __future__ import annotations
+
+import itertools
+
+_seq = itertools.count(500000)
+
+
+def next_seqn() -> int:
+    return next(_seq)
+
+
+def envelope(mtype: str, styp: str, body: str, *, seqn: int | None = None, sndr: str = "AODB",
+             dttm: str = "20210123053500") -> str:
+    seqn = next_seqn() if seqn is None else seqn
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<MSG>\n\t<META>\n\t\t<SNDR>{sndr}</SNDR>\n'
+            f"\t\t<SEQN>{seqn}</SEQN>\n\t\t<DTTM>{dttm}</DTTM>\n\t\t<TYPE>{mtype}</TYPE>\n"
+            f"\t\t<STYP>{styp}</STYP>\n\t</META>\n{body}</MSG>\n")
+
+
+def flop(styp: str, flid: str, payload: str, *, ffid: str = "CA-CA101-A-23JAN211345-D", **kw) -> str:
+    return envelope("FLOP", styp, f"\t<FLOP>\n\t\t<FLID>{flid}</FLID>\n\t\t<FFID>{ffid}</FFID>\n"
+                                  f"{payload}\t</FLOP>\n", **kw)
+
+
+def gate(no: int | str, gate_code: str | None = None, gtyp: str = "D") -> str:
+    if gate_code is None:
+        return f'\t\t<GTDT GTNO="{no}"/>\n'
+    return (f'\t\t<GTDT GTNO="{no}">\n\t\t\t<GATE>{gate_code}</GATE>\n\t\t\t<PGOT>23JAN210805</PGOT>\n'
+            f"\t\t\t<GTYP>{gtyp}</GTYP>\n\t\t</GTDT>\n")
+
+
+def gtdt(flid: str, *gates: tuple, **kw) -> str:
+    """gtdt("F1", (1, "A1"), (2, "B2", "I")) -> a FLOP/GTDT message."""
+    return flop("GTDT", flid, "".join(gate(*g) for g in gates), **kw)

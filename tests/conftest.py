@@ -1,0 +1,205 @@
+"""Shared fixtures: real PostgreSQL, MariaDB, Redis and Kafka-wire servers, throwaway databases.
+
+Service addresses come from MSGX_TEST_PG / MSGX_TEST_MYSQL / MSGX_TEST_REDIS / MSGX_TEST_KAFKA
+(defaults: the machine's loopback services). A missing service fails the test loudly: nothing
+is skipped silently.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pymysql
+import pytest
+
+from msgx_engine.app import App
+from msgx_engine.config import Settings
+from msgx_engine.db import make_engine
+from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.pipeline.clock import ManualClock
+from msgx_engine.store import migrate
+
+PG_ADMIN = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MYSQL_HOST = os.environ.get("MSGX_TEST_MYSQL", "root@127.0.0.1:3306")
+REDIS_URL = os.environ.get("MSGX_TEST_REDIS", "redis://127.0.0.1:6379/0")
+KAFKA_BOOTSTRAP = os.environ.get("MSGX_TEST_KAFKA", "127.0.0.1:9092")
+
+REPO = Path(__file__).resolve().parent.parent
+SAMPLES = Path(os.environ.get("MSGX_SAMPLES", REPO.parent / "shared" / "sis-samples"))
+RUN_TAG = uuid.uuid4().hex[:8]
+
+
+def _mysql_parts() -> tuple[str, str, int]:
+    user, _, hostport = MYSQL_HOST.partition("@")
+    host, _, port = hostport.partition(":")
+    return user, host, int(port or 3306)
+
+
+def _require_port(host: str, port: int, what: str) -> None:
+    try:
+        with socket.create_connection((host, port), timeout=3):
+            return
+    except OSError as exc:
+        pytest.fail(f"{what} is not reachable at {host}:{port} ({exc}); start it (see .ci/run)", pytrace=False)
+
+
+# --- databases ------------------------------------------------------------------------------
+class PgDatabases:
+    """Creates databases on the test server; a migrated template makes each fresh one cheap."""
+
+    def __init__(self) -> None:
+        self.created: list[str] = []
+        self.template = f"msgx_tpl_{RUN_TAG}"
+
+    def _admin(self):
+        return psycopg.connect(PG_ADMIN, autocommit=True)
+
+    def url(self, name: str) -> str:
+        base = PG_ADMIN.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://")
+        return f"{base}/{name}"
+
+    def create(self, name: str, template: str | None = None) -> str:
+        with self._admin() as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+        self.created.append(name)
+        return self.url(name)
+
+    def ensure_template(self) -> None:
+        if self.template in self.created:
+            return
+        url = self.create(self.template)
+        engine = make_engine(url)
+        migrate.upgrade(engine)
+        engine.dispose()
+
+    def fresh(self, migrated: bool = True) -> str:
+        name = f"msgx_t_{RUN_TAG}_{uuid.uuid4().hex[:8]}"
+        if migrated:
+            self.ensure_template()
+            return self.create(name, self.template)
+        return self.create(name)
+
+    def drop_all(self) -> None:
+        with self._admin() as conn:
+            for name in reversed(self.created):
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    (name,))
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+class MysqlDatabases:
+    def __init__(self) -> None:
+        self.created: list[str] = []
+
+    def _admin(self):
+        user, host, port = _mysql_parts()
+        return pymysql.connect(host=host, port=port, user=user, password="", autocommit=True)
+
+    def fresh(self, with_tables: bool = True) -> str:
+        name = f"msgx_t_{RUN_TAG}_{uuid.uuid4().hex[:8]}"
+        with self._admin() as conn, conn.cursor() as cur:
+            cur.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+        self.created.append(name)
+        user, host, port = _mysql_parts()
+        url = f"mysql+pymysql://{user}@{host}:{port}/{name}"
+        if with_tables:
+            mb = Mailbox(url)
+            mb.init()
+            mb.dispose()
+        return url
+
+    def drop_all(self) -> None:
+        with self._admin() as conn, conn.cursor() as cur:
+            for name in self.created:
+                cur.execute(f"DROP DATABASE IF EXISTS `{name}`")
+
+
+@pytest.fixture(scope="session")
+def pg_dbs() -> Iterator[PgDatabases]:
+    _require_port("127.0.0.1", int(PG_ADMIN.rsplit(":", 1)[1].split("/")[0]), "PostgreSQL")
+    dbs = PgDatabases()
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture(scope="session")
+def mysql_dbs() -> Iterator[MysqlDatabases]:
+    _, host, port = _mysql_parts()
+    _require_port(host, port, "MariaDB")
+    dbs = MysqlDatabases()
+    yield dbs
+    dbs.drop_all()
+
+
+@pytest.fixture
+def pg_url(pg_dbs: PgDatabases) -> str:
+    """A fresh, migrated state database."""
+    return pg_dbs.fresh()
+
+
+@pytest.fixture
+def mailbox_url(mysql_dbs: MysqlDatabases) -> str:
+    """A fresh MariaDB mailbox with cminmsgs/coutmsgs."""
+    return mysql_dbs.fresh()
+
+
+@pytest.fixture
+def settings(pg_url: str, mailbox_url: str, tmp_path: Path) -> Settings:
+    return Settings(db_url=pg_url, mailbox_url=mailbox_url, kafka_bootstrap=None, redis_url=None,
+                    home=tmp_path / "home", gap_grace_s=5.0)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def app(settings: Settings, clock: ManualClock) -> Iterator[App]:
+    application = App.from_settings(settings, clock=clock)
+    yield application
+    application.dispose()
+
+
+@pytest.fixture
+def env_for(settings: Settings):
+    """Environment for a subprocess (`msgx`, `dagster`) pointed at this test's databases."""
+
+    def build(**extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+        env.update(MSGX_DB_URL=settings.db_url or "", MSGX_MAILBOX_URL=settings.mailbox_url or "",
+                   MSGX_HOME=str(settings.home))
+        env.update(extra)
+        return env
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    from urllib.parse import urlparse
+
+    u = urlparse(REDIS_URL)
+    _require_port(u.hostname or "127.0.0.1", u.port or 6379, "Redis")
+    return REDIS_URL
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    host, _, port = KAFKA_BOOTSTRAP.partition(":")
+    _require_port(host, int(port), "Kafka-wire broker (tansu)")
+    return KAFKA_BOOTSTRAP
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    if not (SAMPLES / "INDEX.tsv").exists():
+        pytest.fail(f"SIS samples not found at {SAMPLES} (set MSGX_SAMPLES)", pytrace=False)
+    return SAMPLES
