@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, datetime
 from types import EllipsisType
+from typing import Any, Protocol
 
 from msgx_engine.state.model import Command
 
 APPLY = "apply"
 SKIP = "skip"
 DEAD = "dead"
+
+
+class Effect(Protocol):
+    """A non-flight write of transaction 1 (ledger, request tracking, reference data).
+
+    The handler builds it purely; the protocol calls ``apply`` inside transaction 1 after the
+    flight states are written. It may return extra outbox event rows (dicts for ``msg_event``).
+    """
+
+    def apply(self, conn: Any, msg_id: int, now: datetime) -> list[dict] | None: ...
 
 
 @dataclass(frozen=True)
@@ -31,7 +42,7 @@ class Decision:
     reason: str | None = None                     # recorded in proc_state.reason
     detail: str | None = None
     changes: tuple[FlightChange, ...] = ()
-    effects: tuple[object, ...] = field(default=())   # ledger/request/reference effects (later issues)
+    effects: tuple[Effect, ...] = field(default=())
 
     @staticmethod
     def dead(reason: str, detail: str) -> Decision:
@@ -42,5 +53,5 @@ class Decision:
         return Decision(SKIP, reason=reason, detail=detail)
 
     @staticmethod
-    def apply(*changes: FlightChange, effects: tuple[object, ...] = ()) -> Decision:
+    def apply(*changes: FlightChange, effects: tuple[Effect, ...] = ()) -> Decision:
         return Decision(APPLY, changes=tuple(changes), effects=effects)

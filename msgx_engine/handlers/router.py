@@ -1,23 +1,78 @@
-"""Route a decoded message to its handler (DESIGN §2 step 6). Unknown kinds never block the head."""
+"""Route a decoded message to its handler (DESIGN §2 step 6). Unknown kinds never block the head.
+
+A route has two parts: ``load`` reads, under the writer lock, what the handler needs (current
+flight states, ledger rows, open requests: a ``Context``), and ``decide`` is the pure handler.
+Each message line registers its route in ``ROUTES`` keyed by (TYPE, STYP), (TYPE, "*") or
+(kind, "*"); the most specific key wins.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection
 
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_flop
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
+from msgx_engine.store.flights import FlightRepository
 
 
-def target_flids(msg: SisMessage) -> list[str]:
-    """Flights whose current state the handler needs (read under the writer lock)."""
-    if msg.kind == "FLOP":
-        return flop_flids(msg)
-    return []
+@dataclass
+class Context:
+    """Everything a handler may read: loaded under the lock in transaction 1, then frozen by use."""
+
+    flights: dict[str, FlightState] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
 
 
-def decide(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:
-    if msg.kind == "FLOP":
-        return handle_flop(msg, current)
-    return Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled yet")
+Loader = Callable[[Connection, SisMessage], Context]
+Handler = Callable[[SisMessage, Context], Decision]
+
+
+@dataclass(frozen=True)
+class Route:
+    load: Loader
+    decide: Handler
+
+
+def load_flights(flids_of: Callable[[SisMessage], list[str]]) -> Loader:
+    def load(conn: Connection, msg: SisMessage) -> Context:
+        return Context(flights=FlightRepository(conn).load(flids_of(msg), for_update=True))
+
+    return load
+
+
+def _flop(msg: SisMessage, ctx: Context) -> Decision:
+    return handle_flop(msg, ctx.flights)
+
+
+ROUTES: dict[tuple[str, str], Route] = {
+    ("FLOP", "*"): Route(load_flights(flop_flids), _flop),
+}
+
+
+def route_for(msg: SisMessage) -> Route | None:
+    for key in ((msg.meta.type, msg.meta.styp), (msg.meta.type, "*"), (msg.kind, "*")):
+        route = ROUTES.get(key)
+        if route is not None:
+            return route
+    return None
+
+
+def prepare(conn: Connection, msg: SisMessage) -> Context:
+    route = route_for(msg)
+    return route.load(conn, msg) if route else Context()
+
+
+def decide(msg: SisMessage, ctx: Context) -> Decision:
+    route = route_for(msg)
+    if route is None:
+        return Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled")
+    return route.decide(msg, ctx)
+
+
+def current_flights(ctx: Context) -> Mapping[str, FlightState]:
+    return ctx.flights

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
-from msgx_engine.handlers.router import decide, target_flids
+from msgx_engine.handlers.router import decide, prepare
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import faults
 from msgx_engine.pipeline.clock import Clock
@@ -161,9 +161,9 @@ class Processor:
     def _transaction_1(self, conn: Connection, msg_id: int, msg: SisMessage) -> list[FlightState] | Decision:
         conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == WRITER_LOCK_ROW).with_for_update())
         repo = FlightRepository(conn)
-        flids = target_flids(msg)
-        current = repo.load(flids, for_update=True)
-        decision = decide(msg, current)
+        ctx = prepare(conn, msg)
+        current = ctx.flights
+        decision = decide(msg, ctx)
         if decision.outcome != APPLY:
             conn.rollback()
             return decision
@@ -183,7 +183,7 @@ class Processor:
             events += build_events(msg_id, msg, state, result.changed, result.cleared)
         repo.persist_next_states(next_states)
         for effect in decision.effects:
-            effect.apply(conn, msg_id, self.clock.now())  # type: ignore[attr-defined]
+            events += effect.apply(conn, msg_id, self.clock.now()) or []
         if events:
             conn.execute(insert(msg_event), events)
         now = self.clock.now()
