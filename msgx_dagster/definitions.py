@@ -1,0 +1,21 @@
+"""The Dagster code location: assembles resources, jobs, sensors, schedules and asset specs only."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from msgx_dagster.assets.specs import ASSET_SPECS
+from msgx_dagster.checks import CHECKS
+from msgx_dagster.jobs.backfill import backfill_job, backfill_schedule
+from msgx_dagster.jobs.pump import pump_job
+from msgx_dagster.resources import resources_for_env
+from msgx_dagster.sensors.inbox import inbox_sensor
+
+defs = dg.Definitions(
+    assets=ASSET_SPECS,
+    asset_checks=CHECKS,
+    jobs=[pump_job, backfill_job],
+    sensors=[inbox_sensor],
+    schedules=[backfill_schedule],
+    resources=resources_for_env(),
+)

@@ -1,0 +1,31 @@
+"""backfill_job: writes CMINMSGS_DATE_PROCESSED for terminal messages (US-09), on a schedule."""
+
+
+import dagster as dg
+
+from msgx_dagster.assets.specs import MAILBOX
+from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.resources import MsgxResource
+from msgx_engine.pipeline.backfill import Backfill
+
+
+@dg.op(description="Mark every due backfill todo in the mailbox; MySQL outages back off and retry.")
+def backfill_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
+    app = msgx.app()
+    try:
+        with app.engine.connect() as conn:
+            stats = Backfill(app.mailbox, app.clock).drain(conn)
+        materialize(context, MAILBOX, {"marked": stats.marked, "already_marked": stats.already,
+                                       "missing": stats.missing, "failed_attempts": stats.failed_attempts},
+                    observe=True)
+    finally:
+        app.dispose()
+
+
+@dg.job(tags=singleton("backfill"), executor_def=dg.in_process_executor)
+def backfill_job() -> None:
+    backfill_op()
+
+
+backfill_schedule = dg.ScheduleDefinition(job=backfill_job, cron_schedule="* * * * *",
+                                          default_status=dg.DefaultScheduleStatus.RUNNING)

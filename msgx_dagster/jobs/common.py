@@ -1,0 +1,18 @@
+"""Helpers shared by the op jobs: the singleton tag and per-batch asset events."""
+
+
+from collections.abc import Mapping
+
+import dagster as dg
+
+
+def singleton(name: str) -> dict[str, str]:
+    """Run tag limited to one run per value by the instance's tag_concurrency_limits (dagster.yaml)."""
+    return {"singleton": name}
+
+
+def materialize(context: dg.OpExecutionContext, key: dg.AssetKey, metadata: Mapping[str, object],
+                *, observe: bool = False) -> None:
+    """One asset event per batch/heartbeat, never per message (each costs 5-12 ms of storage)."""
+    event_cls = dg.AssetObservation if observe else dg.AssetMaterialization
+    context.log_event(event_cls(asset_key=key, metadata=dict(metadata)))

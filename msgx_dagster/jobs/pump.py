@@ -1,0 +1,62 @@
+"""pump_job: the single-run pump. With no run config it drains and exits (``dagster job execute``);
+the inbox sensor starts it long-lived (idle-polls for minutes, exits before its max runtime)."""
+
+import dagster as dg
+
+from msgx_dagster.assets.specs import FLIGHT_STATE, MAILBOX, OUTBOX, PROC_STATE
+from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.resources import MsgxResource
+from msgx_engine.monitor import backlog
+from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
+
+LONG_LIVED_IDLE_S = 600.0
+
+
+class PumpConfig(dg.Config):
+    idle_for_s: float = 0.0          # 0 = drain then exit
+    idle_poll_s: float = 0.2
+    max_runtime_s: float = 1800.0
+    heartbeat_s: float = 15.0
+
+
+@dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
+def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResource) -> None:
+    app = msgx.app()
+    try:
+        app.check_ready()
+        reported = {"n": 0}
+
+        def heartbeat(summary: PumpSummary) -> None:
+            done = sum(summary.processed.values())
+            if done != reported["n"]:
+                materialize(context, PROC_STATE, summary.as_metadata())
+                reported["n"] = done
+
+        pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
+                                    max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
+                        on_heartbeat=heartbeat)
+        try:
+            summary = pump.run()
+        except PumpBusy as exc:
+            raise dg.Failure(description=str(exc)) from exc
+        left = backlog(app.engine, app.mailbox)
+        meta = summary.as_metadata()
+        context.log.info(f"pump finished: {meta}")
+        materialize(context, MAILBOX, {"unregistered": left.unregistered, "top_id": left.top_mailbox_id,
+                                       "backfill_pending": left.backfill_pending}, observe=True)
+        materialize(context, PROC_STATE, {**meta, "open": left.open_messages, "dead_total": left.dead})
+        if summary.processed.get("SUCCEEDED"):
+            materialize(context, FLIGHT_STATE, {"messages_applied": summary.processed["SUCCEEDED"]})
+            materialize(context, OUTBOX, {"unsent_released_events": left.unsent_events})
+    finally:
+        app.dispose()
+
+
+@dg.job(tags=singleton("pump"), executor_def=dg.in_process_executor,
+        description="The single active writer: drains the mailbox in strict id order.")
+def pump_job() -> None:
+    pump_op()
+
+
+def long_lived_run_config() -> dict:
+    return {"ops": {"pump_op": {"config": {"idle_for_s": LONG_LIVED_IDLE_S}}}}

@@ -1,0 +1,35 @@
+"""inbox_sensor: requests a pump run only when there is processable work and no pump run is
+queued or in flight (the queue would otherwise pile up runs). Explicit SkipReason otherwise."""
+
+
+import dagster as dg
+
+from msgx_dagster.jobs.pump import long_lived_run_config, pump_job
+from msgx_dagster.resources import MsgxResource
+from msgx_engine.monitor import backlog
+
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def active_pump_runs(instance: dg.DagsterInstance) -> int:
+    records = instance.get_run_records(filters=dg.RunsFilter(job_name=pump_job.name, statuses=ACTIVE), limit=1)
+    return len(records)
+
+
+@dg.sensor(job=pump_job, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING,
+           description="Starts the long-lived pump when the mailbox has work and no pump runs.")
+def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
+    if active_pump_runs(context.instance):
+        return dg.SkipReason("a pump run is already queued or running")
+    app = msgx.app()
+    try:
+        work = backlog(app.engine, app.mailbox, probe_limit=1)
+    finally:
+        app.dispose()
+    if not work.processable:
+        return dg.SkipReason("no processable mailbox rows, open messages or pending marks")
+    serial = int(context.cursor or 0) + 1
+    context.update_cursor(str(serial))
+    return dg.RunRequest(run_key=f"pump-{serial}", run_config=long_lived_run_config(),
+                         tags={"msgx/top_mailbox_id": str(work.top_mailbox_id)})
