@@ -223,3 +223,71 @@ ref_master = Table(
 )
 
 WRITER_LOCK_ROW = "FLIGHT_SCHD_WRITER"
+
+# --- snapshot runs and seasonal schedules (issue 5, migration 0002) -------------------------------
+schd_gen_run = Table(
+    # One row per accepted SCHD snapshot: what it did, including the flights it left to a later
+    # day (D3). The run's metadata lives here so operators can query it; proc_state only has status.
+    "schd_gen_run",
+    metadata,
+    Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("fday", Date, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("styp", Text, nullable=False),
+    Column("flights", Integer, nullable=False),
+    Column("written", Integer, nullable=False),
+    Column("deleted", Integer, nullable=False),
+    Column("kept_later", Integer, nullable=False),
+    Column("kept_later_flids", Text),              # JSON array, NULL when none
+    Column("req_id", BigInteger),
+    _ts("created_at", nullable=False, server_default=func.now()),
+)
+
+_SEASON_KEY = ("snam", "sdat", "edat")   # raw SIS strings (D19): SDAT/EDAT are DDMONYY
+
+season_sched = Table(
+    "season_sched",
+    metadata,
+    Column("snam", Text, nullable=False),
+    Column("sdat", Text, nullable=False),
+    Column("edat", Text, nullable=False),
+    Column("apcd", Text),
+    Column("recs", Integer, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("last_message_id", BigInteger, nullable=False),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+    PrimaryKeyConstraint(*_SEASON_KEY, name="season_sched_pkey"),
+)
+
+SEASON_FLIGHT_SCALARS: tuple[str, ...] = (
+    "ALCD", "FLNO", "MVIN", "STDT", "EDDT", "DYOP", "SCHT", "FLTY", "FLIN", "ACFT", "RENO",
+    "TAOP", "TAFL", "TRML", "MAXP", "CSOP", "CSFT",
+)
+
+season_flight = Table(
+    "season_flight",
+    metadata,
+    Column("snam", Text, nullable=False),
+    Column("sdat", Text, nullable=False),
+    Column("edat", Text, nullable=False),
+    Column("ordinal", Integer, nullable=False),
+    *[Column(c.lower(), Text) for c in SEASON_FLIGHT_SCALARS],
+    PrimaryKeyConstraint(*_SEASON_KEY, "ordinal", name="season_flight_pkey"),
+)
+
+SEASON_ROUTE_PARTS: tuple[str, ...] = ("APCD", "SCAT", "SCDT", "SADC", "SDDC")
+
+season_route_point = Table(
+    "season_route_point",
+    metadata,
+    Column("snam", Text, nullable=False),
+    Column("sdat", Text, nullable=False),
+    Column("edat", Text, nullable=False),
+    Column("flight_ordinal", Integer, nullable=False),
+    Column("route_kind", Text, nullable=False),     # ROUT | ERUT
+    Column("ordinal", Integer, nullable=False),
+    Column("source_seq", Text),
+    *[Column(c.lower(), Text) for c in SEASON_ROUTE_PARTS],
+    PrimaryKeyConstraint(*_SEASON_KEY, "flight_ordinal", "route_kind", "ordinal",
+                         name="season_route_point_pkey"),
+)
