@@ -1,0 +1,105 @@
+"""The Starlette app: three endpoints and the error contract (US-02, US-08 AC6, US-12).
+
+The factory takes its collaborators (mailbox, state engine, optional RQFD registrar) instead of
+building them, so tests hand in real servers, broken URLs or a fake registrar as they need.
+Database calls are blocking and run in Starlette's thread pool; only body streaming is async.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from msgx_engine.http.body import read_limited, require_media_type
+from msgx_engine.http.errors import ApiError, error_response, success_response
+from msgx_engine.http.flights import current_flights_json
+from msgx_engine.http.inbound import validate_message
+from msgx_engine.http.openapi import openapi_document
+from msgx_engine.http.schd_sync import SyncRegistrar, parse_window
+from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.sis.decode import MAX_BODY_BYTES
+
+log = logging.getLogger(__name__)
+
+XML_MEDIA_TYPES = frozenset({"text/xml", "application/xml", "text/plain"})
+JSON_MEDIA_TYPES = frozenset({"application/json"})
+SYNC_MAX_BYTES = 64 * 1024
+_HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+
+
+def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES,
+               schd_sync: SyncRegistrar | None = None) -> Starlette:
+    """Build the ASGI app. ``schd_sync`` is the request-tracking extension point (None -> 501)."""
+
+    async def send_message(request: Request) -> Response:
+        require_media_type(request, XML_MEDIA_TYPES)
+        data = await read_limited(request, max_body_bytes)
+        text = validate_message(data, max_bytes=max_body_bytes)
+        try:
+            # Autocommit insert: when put() returns, the row is committed (US-02 AC2).
+            msg_id = await run_in_threadpool(mailbox.put, text)
+        except SQLAlchemyError as exc:
+            log.warning("mailbox insert failed: %s", exc.__class__.__name__)
+            raise ApiError("mailbox_unavailable",
+                           f"mailbox insert not confirmed ({exc.__class__.__name__}); retry later") from None
+        return success_response(msg_id)
+
+    def all_flights(request: Request) -> Response:
+        try:
+            body = current_flights_json(engine)
+        except SQLAlchemyError as exc:
+            log.warning("flight read failed: %s", exc.__class__.__name__)
+            raise ApiError("db_unavailable", f"state database unavailable ({exc.__class__.__name__})") from None
+        return Response(body, media_type="application/json")
+
+    async def sync_schedule(request: Request) -> Response:
+        require_media_type(request, JSON_MEDIA_TYPES)
+        data = await read_limited(request, SYNC_MAX_BYTES)
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ApiError("invalid_json", f"body is not UTF-8 JSON: {exc}") from None
+        window = parse_window(doc)
+        if schd_sync is None:
+            raise ApiError("not_implemented", "the window is valid, but RQFD request tracking is not available "
+                                              "yet; nothing was registered or sent")
+        return success_response(await run_in_threadpool(schd_sync.register, window), status_code=202)
+
+    spec = openapi_document(max_body_bytes)
+
+    def openapi(request: Request) -> Response:
+        return JSONResponse(spec)
+
+    async def on_api_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.code, exc.msg, exc.headers)
+
+    async def on_http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = _HTTP_CODES.get(exc.status_code)
+        if code is None:
+            return JSONResponse({"is_success": False, "err_code": f"http_{exc.status_code}",
+                                 "err_msg": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        return error_response(code, f"{request.method} {request.url.path}: {exc.detail}", exc.headers)
+
+    async def on_crash(request: Request, exc: Exception) -> Response:
+        return error_response("internal_error", exc.__class__.__name__)
+
+    return Starlette(
+        routes=[
+            Route("/cminmsgs/send", send_message, methods=["POST"]),
+            Route("/all/flights", all_flights, methods=["GET"]),
+            Route("/schd/sync", sync_schedule, methods=["POST"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+        ],
+        exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
+    )

@@ -1,0 +1,67 @@
+"""The HTTP error contract (US-02 AC3, Q3): one table of codes, one JSON shape, one way to answer.
+
+Every refusal is ``{"is_success": false, "err_code": ..., "err_msg": ...}`` with the status the
+table fixes for its code, so callers can branch on ``err_code`` and the docs, the OpenAPI
+description and the tests all read the same table instead of repeating it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from starlette.responses import JSONResponse
+
+
+@dataclass(frozen=True)
+class ErrorCode:
+    status: int
+    meaning: str
+
+
+ERROR_CODES: dict[str, ErrorCode] = {
+    "unsupported_media_type": ErrorCode(415, "Content-Type missing or not one the endpoint accepts"),
+    "unsupported_charset": ErrorCode(
+        415, "charset parameter, byte-order mark or XML encoding declaration other than UTF-8"),
+    "bad_content_length": ErrorCode(400, "Content-Length header is not a non-negative integer"),
+    "body_too_large": ErrorCode(413, "request body exceeds the limit (10 MiB = 10,485,760 bytes for messages)"),
+    "incomplete_body": ErrorCode(400, "the client disconnected before sending the whole body"),
+    "empty_body": ErrorCode(400, "body is empty or whitespace only (after an optional UTF-8 BOM)"),
+    "invalid_utf8": ErrorCode(400, "body is not valid UTF-8"),
+    "nul_byte": ErrorCode(400, "body contains a NUL character"),
+    "forbidden_xml": ErrorCode(400, "DOCTYPE, ENTITY declaration or XInclude: refused, never resolved"),
+    "malformed_xml": ErrorCode(400, "XML is not well-formed (or nests deeper than the limit)"),
+    "invalid_json": ErrorCode(400, "body is not a JSON object"),
+    "invalid_field": ErrorCode(400, "a field is missing, empty or not in the documented format"),
+    "invalid_range": ErrorCode(400, "startDate is later than endDate"),
+    "not_found": ErrorCode(404, "no such endpoint"),
+    "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
+    "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),
+    "mailbox_unavailable": ErrorCode(503, "the mailbox database did not confirm the insert; nothing is promised"),
+    "db_unavailable": ErrorCode(503, "the state database could not be read; never answered with an empty list"),
+    "internal_error": ErrorCode(500, "unexpected server error"),
+}
+
+
+class ApiError(Exception):
+    """A refusal with a documented code; the app turns it into the error JSON."""
+
+    def __init__(self, code: str, msg: str, headers: dict[str, str] | None = None) -> None:
+        if code not in ERROR_CODES:
+            raise KeyError(f"undocumented error code {code!r}")
+        super().__init__(f"{code}: {msg}")
+        self.code = code
+        self.msg = msg
+        self.headers = headers
+
+    @property
+    def status(self) -> int:
+        return ERROR_CODES[self.code].status
+
+
+def error_response(code: str, msg: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"is_success": False, "err_code": code, "err_msg": msg},
+                        status_code=ERROR_CODES[code].status, headers=headers)
+
+
+def success_response(body: object, status_code: int = 200) -> JSONResponse:
+    return JSONResponse({"is_success": True, "body": body}, status_code=status_code)

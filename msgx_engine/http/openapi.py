@@ -1,0 +1,85 @@
+"""The OpenAPI 3.1 description served at ``/openapi.json``.
+
+Written out rather than generated: three endpoints do not need a framework, and the error codes
+come from ``errors.ERROR_CODES`` so the description cannot drift from what the app answers.
+"""
+
+from __future__ import annotations
+
+from msgx_engine.http.errors import ERROR_CODES
+from msgx_engine.http.schd_sync import TIME_FORMAT_DOC
+
+SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
+              "incomplete_body", "empty_body", "invalid_utf8", "nul_byte", "forbidden_xml", "malformed_xml",
+              "mailbox_unavailable")
+FLIGHTS_CODES = ("db_unavailable",)
+SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
+              "invalid_json", "invalid_field", "invalid_range", "not_implemented")
+
+
+def _errors(codes: tuple[str, ...]) -> dict:
+    by_status: dict[int, list[str]] = {}
+    for code in codes:
+        by_status.setdefault(ERROR_CODES[code].status, []).append(code)
+    return {
+        str(status): {
+            "description": "; ".join(f"{c}: {ERROR_CODES[c].meaning}" for c in names),
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
+        for status, names in sorted(by_status.items())
+    }
+
+
+def _success(body_schema: dict, description: str) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": {
+        "type": "object", "required": ["is_success", "body"],
+        "properties": {"is_success": {"const": True}, "body": body_schema}}}}}
+
+
+def openapi_document(max_body_bytes: int) -> dict:
+    xml_body = {"schema": {"type": "string", "maxLength": max_body_bytes}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "msgx HTTP API", "version": "1",
+                 "description": "Internal network only (US-02 AC4). Errors: "
+                                '{"is_success": false, "err_code": ..., "err_msg": ...}.'},
+        "paths": {
+            "/cminmsgs/send": {"post": {
+                "summary": "Insert one SIS XML message into CMINMSGS (US-02, C-28)",
+                "description": f"UTF-8 XML, at most {max_body_bytes} bytes. Success means the mailbox row is "
+                               "committed; processing happens later through intake like any other row.",
+                "requestBody": {"required": True, "content": {
+                    "text/xml": xml_body, "application/xml": xml_body, "text/plain": xml_body}},
+                "responses": {"200": _success({"type": "integer", "description": "CMINMSGS_ID"},
+                                              "inserted and committed"), **_errors(SEND_CODES)},
+            }},
+            "/all/flights": {"get": {
+                "summary": "Every current flight: not deleted, no MAID (US-12, D11)",
+                "description": "One REPEATABLE READ, read-only transaction on PostgreSQL; a JSON array of "
+                               "whole-state documents ordered by FLID (code-point order of the string).",
+                "responses": {"200": {"description": "whole-state documents", "content": {"application/json": {
+                    "schema": {"type": "array", "items": {"$ref": "#/components/schemas/FlightState"}}}}},
+                              **_errors(FLIGHTS_CODES)},
+            }},
+            "/schd/sync": {"post": {
+                "summary": "Request the daily flight plan (RQFD) for a window (US-08 AC6, C-33)",
+                "description": "Validated now; answers 501 until request tracking registers RQFDs.",
+                "requestBody": {"required": True, "content": {"application/json": {"schema": {
+                    "type": "object", "required": ["startDate", "endDate"],
+                    "properties": {"startDate": {"type": "string", "description": TIME_FORMAT_DOC},
+                                   "endDate": {"type": "string", "description": TIME_FORMAT_DOC}}}}}},
+                "responses": {"202": _success({"type": "object"}, "request registered (once wired)"),
+                              **_errors(SYNC_CODES)},
+            }},
+        },
+        "components": {"schemas": {
+            "Error": {"type": "object", "required": ["is_success", "err_code", "err_msg"], "properties": {
+                "is_success": {"const": False},
+                "err_code": {"type": "string", "enum": sorted(ERROR_CODES)},
+                "err_msg": {"type": "string"}}},
+            "FlightState": {"type": "object", "required": ["FLID", "STATE_VERSION"],
+                            "additionalProperties": True,
+                            "properties": {"FLID": {"type": "string"}, "STATE_VERSION": {"type": "integer"},
+                                           "FDAY": {"type": "string", "format": "date"}}},
+        }},
+    }
