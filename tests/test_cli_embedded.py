@@ -1,0 +1,84 @@
+"""The CLI and the embedded default (issue 2 points 4 and 7; DESIGN §4)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from msgx_engine.mailbox.adapter import Mailbox, MailboxError
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_mailbox_init_refuses_a_database_with_other_tables(mysql_dbs):
+    """`msgx mailbox init` is for test/demo databases only: a database holding anything else is refused."""
+    url = mysql_dbs.fresh(with_tables=False)
+    mb = Mailbox(url)
+    try:
+        with mb.engine.connect() as conn:
+            conn.execute(text("CREATE TABLE production_stuff (id int)"))
+        with pytest.raises(MailboxError, match="production_stuff"):
+            mb.init()
+    finally:
+        mb.dispose()
+
+
+def test_cli_put_inserts_like_the_aodb_adapter_and_pump_drains(settings, env_for, samples):
+    """`msgx mailbox put` sets status VALID and a received time; `msgx pump --drain` exits 0 with a
+    per-status table."""
+    env = env_for()
+    files = [str(samples / "GTDT/01_GTDT.xml"), str(samples / "APPT/01_APPT.xml")]
+    put = subprocess.run([str(BIN / "msgx"), "mailbox", "put", *files], env=env, capture_output=True, text=True)
+    assert put.returncode == 0, put.stderr
+    mb = Mailbox(settings.mailbox_url)
+    with mb.engine.connect() as conn:
+        rows = conn.execute(text("SELECT CMINMSGS_STATUS, CMINMSGS_DATE_RECEIVED IS NOT NULL, "
+                                 "CMINMSGS_DATE_PROCESSED FROM cminmsgs ORDER BY CMINMSGS_ID")).fetchall()
+    assert [tuple(r) for r in rows] == [("VALID", 1, None), ("VALID", 1, None)]
+    pump = subprocess.run([str(BIN / "msgx"), "pump", "--drain"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert pump.returncode == 0, pump.stderr
+    assert "SUCCEEDED" in pump.stdout and "processed 2" in pump.stdout
+    assert all(v is not None for v in mb.processed_at([1, 2]).values())
+    mb.dispose()
+
+
+def test_startup_refuses_half_a_configuration(tmp_path):
+    """OPS-1: a mailbox URL without a state URL is refused with a clear message."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+    env.update(MSGX_MAILBOX_URL="mysql+pymysql://root@127.0.0.1:3306/nowhere", MSGX_HOME=str(tmp_path))
+    proc = subprocess.run([str(BIN / "msgx"), "pump", "--drain"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "MSGX_DB_URL is not set" in proc.stderr
+
+
+@pytest.mark.slow
+def test_demo_headless_runs_on_the_embedded_default(tmp_path):
+    """README command 1 (headless form): embedded PostgreSQL under MSGX_HOME, demo GTDT messages,
+    one pump run, a per-status table; every demo message succeeds."""
+    from msgx_engine.embedded import stop
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+    home = Path("/tmp") / f"msgx-demo-{os.getpid()}"   # short path: the server's unix socket lives here
+    env["MSGX_HOME"] = str(home)
+    try:
+        proc = subprocess.run([str(BIN / "msgx"), "demo", "--headless"], env=env, capture_output=True,
+                              text=True, timeout=300, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "loaded 6 GTDT message(s)" in proc.stdout
+        table = proc.stdout.split("status", 1)[1].split("\n\n", 1)[0]
+        lines = {p[0]: p[1] for p in (line.split() for line in table.splitlines()) if len(p) == 2}
+        assert lines["SUCCEEDED"] == "6" and lines["DEAD"] == "0" and lines["PENDING"] == "0"
+        flights = subprocess.run([str(BIN / "msgx"), "flights"], env=env, capture_output=True, text=True,
+                                 timeout=120)
+        assert flights.returncode == 0 and '"FLID": "121112312"' in flights.stdout
+    finally:
+        if (home / "pgdata" / "PG_VERSION").exists():
+            stop(home)
+        subprocess.run(["rm", "-rf", str(home)], check=False)

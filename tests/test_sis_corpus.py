@@ -1,0 +1,88 @@
+"""SIS decoding over the whole public sample corpus (issue 2 point 3; US-03 AC2)."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from msgx_engine.sis.decode import SisRefused, decode, parse_xml
+
+
+def _index(samples):
+    with open(samples / "INDEX.tsv", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh, delimiter="\t"))
+
+
+def test_every_sample_decodes_or_is_refused_with_a_reason(samples):
+    """All 172 samples: well-formed ones decode to (META, kind, body) matching INDEX.tsv; the one
+    with two </MSG> tags (ABNR/03_ADD.xml) is refused as malformed."""
+    rows = _index(samples)
+    assert len(rows) == 172
+    refused = {}
+    kinds = {}
+    for row in rows:
+        data = (samples / row["file"]).read_bytes()
+        try:
+            msg = decode(data)
+        except SisRefused as exc:
+            refused[row["file"]] = exc.reason
+            continue
+        assert row["well_formed"] == "yes", row["file"]
+        assert (msg.meta.type, msg.meta.styp, msg.meta.seqn) == (row["TYPE"], row["STYP"], row["SEQN"])
+        assert msg.meta.dttm == row["DTTM"]
+        kinds[msg.kind] = kinds.get(msg.kind, 0) + 1
+    assert refused == {"ABNR/03_ADD.xml": "malformed"}
+    assert kinds == {"FLOP": 71, "REF": 97, "SCHD": 1, "SCHS": 2}
+
+
+def test_identity_and_content_hash_follow_the_samples_notes(samples):
+    """INV-9 inputs: APPT/01 and APPT/02 share AODB|FLOP|APPT|1243 with different content; ABDG/02
+    and SCHD/02 share an identity with identical text."""
+    a1 = decode((samples / "APPT/01_APPT.xml").read_bytes())
+    a2 = decode((samples / "APPT/02_APPT.xml").read_bytes())
+    assert a1.meta.identity == a2.meta.identity == "AODB|FLOP|APPT|1243"
+    assert a1.payload_hash != a2.payload_hash
+    r1 = decode((samples / "ABDG/02_RESP.xml").read_bytes())
+    r2 = decode((samples / "SCHD/02_RESP.xml").read_bytes())
+    assert r1.meta.identity == r2.meta.identity and r1.payload_hash == r2.payload_hash
+
+
+def test_hash_ignores_formatting_and_dttm_but_not_content():
+    base = "<MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>{d}</DTTM><TYPE>FLOP</TYPE><STYP>GTDT</STYP></META>" \
+           "<FLOP><FLID>1</FLID><GTDT GTNO{sp}=\"1\"><GATE>{g}</GATE></GTDT></FLOP></MSG>"
+    h1 = decode(base.format(d="20200101000000", sp="", g="A1")).payload_hash
+    h2 = decode(base.format(d="20211231235959", sp=" ", g="A1").replace("<FLOP>", "<FLOP>\n\t")).payload_hash
+    h3 = decode(base.format(d="20200101000000", sp="", g="A2")).payload_hash
+    assert h1 == h2 != h3
+
+
+@pytest.mark.parametrize("text,reason", [
+    ("", "malformed"),
+    ("<MSG><META>", "malformed"),
+    ('<?xml version="1.0"?><!DOCTYPE MSG [<!ENTITY x SYSTEM "file:///etc/passwd">]><MSG>&x;</MSG>', "forbidden"),
+    ('<!DOCTYPE a [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;&a;">]><a>&b;</a>', "forbidden"),
+    ("<MSG>\x00</MSG>", "malformed"),
+    ("<NOTMSG/>", "malformed"),
+    ("<MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>1</DTTM><TYPE>FLOP</TYPE></META></MSG>", "malformed"),
+    ("<MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>1</DTTM><TYPE>FLOP</TYPE><STYP>GTDT</STYP></META></MSG>",
+     "malformed"),
+    ("<MSG><META><SNDR>A</SNDR><SEQN>1</SEQN><DTTM>1</DTTM><TYPE>FLOP</TYPE><STYP>GTDT</STYP></META>"
+     "<FLOP><FFID>x</FFID></FLOP></MSG>", "malformed"),
+])
+def test_bad_input_is_refused_with_a_classified_reason(text, reason):
+    """Security and robustness: no DTD/entities, NUL bytes, missing META fields, no FLID."""
+    with pytest.raises(SisRefused) as info:
+        decode(text)
+    assert info.value.reason == reason
+
+
+def test_size_and_depth_limits():
+    big = "<MSG>" + "x" * 200 + "</MSG>"
+    with pytest.raises(SisRefused) as info:
+        parse_xml(big, max_bytes=100)
+    assert info.value.reason == "oversize"
+    deep = "<a>" * 40 + "</a>" * 40
+    with pytest.raises(SisRefused) as info:
+        parse_xml(deep)
+    assert info.value.reason == "malformed" and "deeper" in info.value.detail
