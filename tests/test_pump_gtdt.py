@@ -8,9 +8,9 @@ from sqlalchemy import select, text
 
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.tables import detail_tables, flight_schd, msg_event, proc_state
+from tests.builders import envelope, gtdt
 
 flight_gate = detail_tables["flight_gate"]
-from tests.builders import envelope, gtdt
 
 
 def drain(app):
