@@ -1,0 +1,160 @@
+"""POST /schd/sync validation and its extension point, the OpenAPI description, the documented
+error table, and the loopback-only startup rule (US-08 AC6, C-33, US-02 AC3/AC4, US-12, Q3)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from starlette.testclient import TestClient
+
+from msgx_engine.config import ConfigError
+from msgx_engine.http.app import create_app
+from msgx_engine.http.errors import ERROR_CODES, ApiError
+from msgx_engine.http.schd_sync import SyncWindow, parse_window
+from msgx_engine.http.server import check_bind, is_loopback
+from tests.http_support import assert_refused, client_for
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "http-api.md"
+
+
+def sync(client, payload, ctype="application/json"):
+    body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return client.post("/schd/sync", content=body, headers={"Content-Type": ctype})
+
+
+# --- pure validation ------------------------------------------------------------------------
+@pytest.mark.parametrize(("start", "end", "expected"), [
+    ("2021-01-23 00:00", "2021-01-23 23:59", (datetime(2021, 1, 23, 0, 0), datetime(2021, 1, 23, 23, 59))),
+    ("2021-01-23 13:05:09", "2021-01-24T01:00:00",
+     (datetime(2021, 1, 23, 13, 5, 9), datetime(2021, 1, 24, 1, 0, 0))),
+    (" 2021-01-23 08:00 ", "2021-01-23 08:00", (datetime(2021, 1, 23, 8), datetime(2021, 1, 23, 8))),
+])
+def test_parse_window_accepts_24_hour_times(start, end, expected):
+    """US-08 AC6: 24-hour times in the documented format; start == end is a valid window."""
+    assert parse_window({"startDate": start, "endDate": end}) == SyncWindow(*expected)
+
+
+@pytest.mark.parametrize(("doc", "code"), [
+    ([], "invalid_json"),
+    ("2021-01-23 00:00", "invalid_json"),
+    ({"endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "", "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "   ", "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": None, "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": 1611360000, "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23 01:00 PM", "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23 24:00", "endDate": "2021-01-24 10:00"}, "invalid_field"),
+    ({"startDate": "2021-02-30 10:00", "endDate": "2021-03-01 10:00"}, "invalid_field"),
+    ({"startDate": "23JAN210800", "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23", "endDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23 10:00", "endDate": "2021-01-23 09:59:59"}, "invalid_range"),
+])
+def test_parse_window_refusals(doc, code):
+    """US-08 AC6 (非空/区间校验, 24 小时制): missing, empty, 12-hour, impossible and reversed windows."""
+    with pytest.raises(ApiError) as info:
+        parse_window(doc)
+    assert info.value.code == code
+
+
+# --- endpoint ---------------------------------------------------------------------------------
+def test_valid_window_is_501_until_request_tracking_exists(app):
+    """US-08 AC6, C-33: validated, then an explicit 501: nothing is claimed registered or sent."""
+    resp = sync(client_for(app), {"startDate": "2021-01-23 00:00", "endDate": "2021-01-23 23:59"})
+    assert_refused(resp, 501, "not_implemented")
+    with app.mailbox.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM coutmsgs").scalar_one() == 0
+
+
+@pytest.mark.parametrize(("payload", "code"), [
+    (b"{not json", "invalid_json"),
+    (b"\xff\xfe{}", "invalid_json"),
+    ({"startDate": "2021-01-23 10:00"}, "invalid_field"),
+    ({"startDate": "2021-01-23 10:00", "endDate": "2021-01-22 10:00"}, "invalid_range"),
+])
+def test_invalid_requests_are_400_before_the_501(app, payload, code):
+    """US-08 AC6: validation errors win over not_implemented, so callers can fix requests now."""
+    assert_refused(sync(client_for(app), payload), 400, code)
+
+
+def test_sync_media_type_and_size(app):
+    """Q3: JSON only (415 otherwise), at most 64 KiB (413)."""
+    client = client_for(app)
+    assert_refused(sync(client, {"startDate": "x"}, ctype="text/plain"), 415, "unsupported_media_type")
+    big = b'{"startDate": "' + b"x" * (64 * 1024) + b'"}'
+    assert_refused(sync(client, big), 413, "body_too_large")
+
+
+def test_registrar_extension_point_receives_the_parsed_window(app):
+    """US-08 AC6 extension point: a SyncRegistrar gets the validated window and its answer is
+    returned as 202 success (a recording stand-in: request tracking does not exist yet)."""
+    seen: list[SyncWindow] = []
+
+    class Recorder:
+        def register(self, window: SyncWindow) -> object:
+            seen.append(window)
+            return {"request_id": 1, "state": "REGISTERED"}
+
+    client = TestClient(create_app(mailbox=app.mailbox, engine=app.engine, schd_sync=Recorder()))
+    resp = sync(client, {"startDate": "2021-01-23 00:00", "endDate": "2021-01-23 23:59"})
+    assert resp.status_code == 202
+    assert resp.json() == {"is_success": True, "body": {"request_id": 1, "state": "REGISTERED"}}
+    assert seen == [SyncWindow(datetime(2021, 1, 23, 0, 0), datetime(2021, 1, 23, 23, 59))]
+
+
+# --- description and documentation ----------------------------------------------------------
+def test_openapi_describes_the_three_endpoints_and_every_error_code(app):
+    """Issue 7 point 4, Q3: /openapi.json lists the endpoints with their methods and the error enum
+    is exactly the code's table."""
+    resp = client_for(app).get("/openapi.json")
+    assert resp.status_code == 200
+    doc = resp.json()
+    assert doc["openapi"].startswith("3.")
+    assert {p: sorted(m) for p, m in doc["paths"].items()} == {
+        "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"]}
+    assert doc["components"]["schemas"]["Error"]["properties"]["err_code"]["enum"] == sorted(ERROR_CODES)
+    send = doc["paths"]["/cminmsgs/send"]["post"]
+    assert set(send["requestBody"]["content"]) == {"text/xml", "application/xml", "text/plain"}
+    assert {"200", "400", "413", "415", "503"} <= set(send["responses"])
+    assert {"200", "503"} == set(doc["paths"]["/all/flights"]["get"]["responses"])
+    assert "501" in doc["paths"]["/schd/sync"]["post"]["responses"]
+
+
+def test_documented_error_table_matches_the_code():
+    """US-02 AC3 (错误码表): docs/http-api.md lists exactly the codes and statuses the app uses."""
+    rows = re.findall(r"^\| `([a-z_0-9]+)` \| (\d{3}) \|", DOC.read_text("utf-8"), re.MULTILINE)
+    assert dict((code, int(status)) for code, status in rows) == {c: e.status for c, e in ERROR_CODES.items()}
+    assert len(rows) == len(ERROR_CODES)
+
+
+# --- bind rule --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("host", "loopback"), [
+    ("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("[::1]", True), ("localhost", True),
+    ("0.0.0.0", False), ("::", False), ("10.0.0.5", False), ("192.168.1.1", False),
+    ("no-such-host.invalid", False),
+])
+def test_loopback_detection(host, loopback):
+    """US-02 AC4 (内网信任边界): only addresses that are all loopback count as loopback."""
+    assert is_loopback(host) is loopback
+
+
+def test_public_bind_needs_explicit_permission():
+    """US-02 AC4: a non-loopback bind is refused unless allow_public."""
+    with pytest.raises(ConfigError, match="--allow-public"):
+        check_bind("0.0.0.0", allow_public=False)
+    check_bind("0.0.0.0", allow_public=True)
+    check_bind("127.0.0.1", allow_public=False)
+
+
+def test_msgx_serve_refuses_a_public_bind(env_for):
+    """US-02 AC4 end to end: `msgx serve --host 0.0.0.0` exits 2 with the reason, never listening."""
+    proc = subprocess.run([sys.executable, "-m", "msgx_engine.cli", "serve", "--host", "0.0.0.0", "--port", "1"],
+                          env=env_for(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "refusing to listen on '0.0.0.0'" in proc.stderr
