@@ -1,61 +1,136 @@
 """FLOP handlers (dynamic line, FS §4.3): pure functions (message, current states) -> Decision.
 
-The walking skeleton wires GTDT; the flight-state issue extends ``FLOP_HANDLERS`` to every subtype.
+Every FLOP subtype has the same shape: identity (FLID, FFID) plus the payload elements the
+subtype names. So one table says which elements each subtype may carry, and one handler turns
+them into commands (D7 clear rules live in ``extract``/``changes``). The table is derived from the
+field catalogue: a subtype per scalar (including the FLTR-only ones ESTT, ACTT, PAXC, CSOP, CSFT,
+MAID ...), the grouped subtypes (EXSS, HNAG, TAOP, VIPP), one per collection, exception object
+and text group. FDEL is the one subtype with its own semantics (soft delete with the code-share
+cascade, ``codeshare``). Per-subtype behaviour is documented in docs/flop-subtypes.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from lxml import etree
 
+from msgx_engine.handlers import codeshare
+from msgx_engine.handlers.changes import commands_from_values, effective, group_by_flid
 from msgx_engine.handlers.decision import Decision, FlightChange
-from msgx_engine.handlers.extract import Unmapped, collection_entries, text_of
+from msgx_engine.handlers.extract import Unmapped, block_values, is_empty, text_of
 from msgx_engine.sis.decode import SisMessage
-from msgx_engine.sis.fields import COLLECTION_BY_KEY
-from msgx_engine.state.model import Clear, Command, FlightState, Replace
+from msgx_engine.sis.fields import (
+    COLLECTION_BY_KEY,
+    GROUPED_SCALAR_SUBTYPES,
+    OBJECT_BY_KEY,
+    SCALARS,
+    TEXT_GROUP_BY_KEY,
+)
+from msgx_engine.state.model import ALL_KEYS, Command, FlightState, Set
 
 IDENTITY_ELEMENTS = ("FLID", "FFID")
+FDEL = "FDEL"
 
 
-def _collection_command(block: etree._Element, key: str) -> list[Command]:
-    spec = COLLECTION_BY_KEY[key]
-    elements = block.findall(key)
-    if not elements:
-        return []
-    entries = collection_entries(elements, spec)
-    return [Clear(key)] if entries is None else [Replace(key, tuple(entries))]
+def _subtype_table() -> dict[str, tuple[str, ...]]:
+    grouped_members = {m for members in GROUPED_SCALAR_SUBTYPES.values() for m in members}
+    table: dict[str, tuple[str, ...]] = {
+        name: (name,) for name in SCALARS if name != "FFID" and name not in grouped_members}
+    table.update(GROUPED_SCALAR_SUBTYPES)
+    for key in (*COLLECTION_BY_KEY, *OBJECT_BY_KEY, *TEXT_GROUP_BY_KEY):
+        table[key] = (key,)
+    return dict(sorted(table.items()))
 
 
-def _check_only(block: etree._Element, allowed: set[str]) -> None:
+# STYP -> the payload elements a block of that subtype may carry (besides FLID/FFID).
+SUBTYPE_ELEMENTS: dict[str, tuple[str, ...]] = _subtype_table()
+SUPPORTED_SUBTYPES: frozenset[str] = frozenset(SUBTYPE_ELEMENTS) | {FDEL}
+
+
+def _check_block(block: etree._Element, styp: str, allowed: tuple[str, ...]) -> None:
+    """Nothing in a block is dropped silently (G-FLOP-UNMAPPED): stray text, attributes and any
+    element outside the subtype make the message malformed, naming what was found."""
+    if any(not k.startswith("{") for k in block.attrib):
+        raise Unmapped(f"FLOP carries attributes {sorted(block.attrib)}")
+    if (block.text or "").strip():
+        raise Unmapped(f"FLOP carries stray text {block.text.strip()[:40]!r}")
     for child in block:
-        if isinstance(child.tag, str) and child.tag not in allowed and child.tag not in IDENTITY_ELEMENTS:
-            raise Unmapped(f"FLOP/{child.tag} is not part of this subtype")
+        if (child.tail or "").strip():
+            raise Unmapped(f"FLOP carries stray text {child.tail.strip()[:40]!r}")
+        if not isinstance(child.tag, str) or child.tag in IDENTITY_ELEMENTS or child.tag in allowed:
+            continue
+        if child.tag in ALL_KEYS:
+            raise Unmapped(f"FLOP/{child.tag} is not part of subtype {styp}")
+        raise Unmapped(f"FLOP/{child.tag} is not in the catalogue")
 
 
-def gtdt(block: etree._Element) -> list[Command]:
-    """GTDT: gate collection Replace; all GTNO="0" -> Clear; zero mixed with others -> malformed."""
-    _check_only(block, {"GTDT"})
-    return _collection_command(block, "GTDT")
+def block_flid(block: etree._Element) -> str:
+    flids = block.findall("FLID")
+    if len(flids) != 1 or not text_of(flids[0]):
+        raise Unmapped("FLOP block needs exactly one non-empty FLID")
+    return text_of(flids[0])
 
 
-BlockHandler = Callable[[etree._Element], list[Command]]
-FLOP_HANDLERS: dict[str, BlockHandler] = {"GTDT": gtdt}
+def block_commands(block: etree._Element, styp: str) -> list[Command]:
+    """The commands one block of subtype ``styp`` asks for; [] when it carries no payload (TOBT/01)."""
+    allowed = SUBTYPE_ELEMENTS[styp]
+    _check_block(block, styp, allowed)
+    cmds = commands_from_values(block_values(block, skip=IDENTITY_ELEMENTS))
+    if not cmds:
+        return []
+    ffid = text_of(block.find("FFID"))
+    return ([Set("FFID", ffid)] if ffid else []) + cmds
+
+
+def flop_blocks(msg: SisMessage) -> list[etree._Element]:
+    blocks = msg.root.findall("FLOP")
+    if not blocks:
+        raise Unmapped("FLOP message without a FLOP block")
+    return blocks
 
 
 def flop_flids(msg: SisMessage) -> list[str]:
-    return [text_of(b.find("FLID")) for b in msg.root.findall("FLOP")]
+    """FLIDs for the loader; malformed blocks are reported by the decider, not here."""
+    return [text_of(b.find("FLID")) for b in msg.root.findall("FLOP") if text_of(b.find("FLID"))]
 
 
 def handle_flop(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:
-    handler = FLOP_HANDLERS.get(msg.meta.styp)
-    if handler is None:
-        return Decision.skip("unsupported", f"FLOP/{msg.meta.styp} has no handler")
-    changes = []
+    """Every non-FDEL subtype: absent = unchanged, present = Set/Replace, empty = Clear (D7).
+
+    An unknown FLID creates the flight (fday NULL, FS §5.4); a soft-deleted one is left alone.
+    """
+    styp = msg.meta.styp
+    if styp not in SUBTYPE_ELEMENTS:
+        return Decision.skip("unsupported", f"FLOP/{styp} has no handler")
     try:
-        for block in msg.root.findall("FLOP"):
-            flid = text_of(block.find("FLID"))
-            changes.append(FlightChange(flid=flid, commands=tuple(handler(block))))
+        grouped = group_by_flid((block_flid(b), block_commands(b, styp)) for b in flop_blocks(msg))
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    return Decision.apply(*changes)
+    changes = [effective(FlightChange(flid=flid, commands=tuple(cmds)), current.get(flid))
+               for flid, cmds in grouped.items() if cmds]
+    return Decision.apply(*(c for c in changes if c is not None))
+
+
+def fdel_targets(msg: SisMessage) -> list[str]:
+    """FLIDs an FDEL message deletes; the FDEL marker must be present and empty (peer rule)."""
+    targets: list[str] = []
+    for block in flop_blocks(msg):
+        _check_block(block, FDEL, (FDEL,))
+        markers = block.findall(FDEL)
+        if len(markers) != 1 or not is_empty(markers[0]):
+            raise Unmapped("FDEL block needs exactly one empty <FDEL> marker")
+        flid = block_flid(block)
+        if flid not in targets:
+            targets.append(flid)
+    return targets
+
+
+def handle_fdel(msg: SisMessage, current: Mapping[str, FlightState],
+                children: Mapping[str, list[str]]) -> Decision:
+    """Soft delete with the code-share cascade (D2, INV-21/22); a missing target is a no-op."""
+    try:
+        targets = fdel_targets(msg)
+    except Unmapped as exc:
+        return Decision.dead("malformed", str(exc))
+    return Decision.apply(*codeshare.delete_flights(targets, current, children))

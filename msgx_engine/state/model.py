@@ -89,9 +89,13 @@ class FlightState:
 
 @dataclass(frozen=True)
 class Applied:
+    """The next state and what happened: ``changed`` keys differ from before; ``cleared`` is the
+    subset that had a value and has none now. A Clear of an already absent key is in neither, so
+    a whole-state rewrite (ADFT, snapshot) reports only what really changed in its ``msg`` event."""
+
     state: FlightState
     cleared: frozenset[str]
-    changed: frozenset[str]     # keys whose value differs from before
+    changed: frozenset[str]
 
 
 def _validate(cmd: Command) -> None:
@@ -114,32 +118,22 @@ def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | 
     ``fday=...`` keeps the current day; a snapshot passes its day explicitly (FS §5.4).
     """
     fields = dict(state.fields)
-    cleared: set[str] = set()
-    changed: set[str] = set()
+    touched: set[str] = set()
     for cmd in commands:
         _validate(cmd)
-        before = fields.get(cmd.key)
+        touched.add(cmd.key)
         if isinstance(cmd, Clear):
-            if cmd.key in fields:
-                del fields[cmd.key]
-                changed.add(cmd.key)
-            cleared.add(cmd.key)
-            continue
-        if isinstance(cmd, Replace):
+            fields.pop(cmd.key, None)
+        elif isinstance(cmd, Replace):
             entries = tuple(freeze_entry(e) for e in cmd.entries)
-            if not entries:
-                fields.pop(cmd.key, None)
-                cleared.add(cmd.key)
-                if before is not None:
-                    changed.add(cmd.key)
-                continue
-            new: Value = entries
+            if entries:
+                fields[cmd.key] = entries
+            else:
+                fields.pop(cmd.key, None)     # an empty list is stored and sent as absent (FS §6.2)
         else:
-            new = freeze_entry(cmd.value) if isinstance(cmd.value, Mapping) else cmd.value
-        fields[cmd.key] = new
-        cleared.discard(cmd.key)
-        if before != new:
-            changed.add(cmd.key)
+            fields[cmd.key] = freeze_entry(cmd.value) if isinstance(cmd.value, Mapping) else cmd.value
+    changed = {k for k in touched if fields.get(k) != state.fields.get(k)}
+    cleared = {k for k in changed if k not in fields}
     next_state = replace(
         state,
         fields=MappingProxyType(dict(sorted(fields.items()))),

@@ -164,6 +164,36 @@ class FlightRepository:
         for table_name, table_rows in inserts.items():
             self.conn.execute(detail_tables[table_name].insert(), table_rows)
 
+    def children_of(self, masters: Iterable[str]) -> dict[str, list[str]]:
+        """Live code-share children (MAID = master FLID) of each master, in one statement (INV-21).
+
+        The MAID column is the authoritative link; the master's MAFL list is what we publish.
+        """
+        wanted = sorted(set(masters))
+        if not wanted:
+            return {}
+        rows = self.conn.execute(
+            select(flight_schd.c.maid, flight_schd.c.flid)
+            .where(flight_schd.c.maid.in_(wanted), flight_schd.c.deleted.is_(False))
+            .order_by(flight_schd.c.maid, flight_schd.c.flid)).fetchall()
+        children: dict[str, list[str]] = defaultdict(list)
+        for maid, flid in rows:
+            children[maid].append(flid)
+        return dict(children)
+
+    def load_with_relatives(self, flids: Iterable[str]) -> tuple[dict[str, FlightState], dict[str, list[str]]]:
+        """Flights, their code-share masters (MAID) and live children, locked for update, in a
+        constant number of statements (2 loads + 1 children query). Returns (states, children)."""
+        wanted = sorted(set(flids))
+        flights = self.load(wanted, for_update=True)
+        children = self.children_of(wanted)
+        more = {m for s in flights.values() if isinstance(m := s.get("MAID"), str)}
+        more |= {c for cs in children.values() for c in cs}
+        more -= set(flights)
+        if more:
+            flights.update(self.load(more, for_update=True))
+        return flights, children
+
     def exists(self, flids: Iterable[str]) -> set[str]:
         wanted = list(set(flids))
         if not wanted:

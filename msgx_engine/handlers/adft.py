@@ -1,0 +1,81 @@
+"""SCHD-ADFT (FS §4.2): an ad-hoc flight record that creates or wholly rewrites one flight.
+
+Each FLTR is the flight's whole state: every catalogue field it does not carry is cleared
+(``full_state_commands``), its ``fday`` is kept (NULL for a new flight: ADFT never joins a day's
+generation), and a soft-deleted flight comes back (INV-29). ADFT is upsert only: no generation,
+no diff delete, no request completion. FFID is the AODB's readable identity, not content: an
+ADFT record without one keeps the stored FFID. A record that rewrites nothing is a no-op
+(value-equal comparison, US-05 AC5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from lxml import etree
+
+from msgx_engine.handlers.changes import effective, fields_from_values
+from msgx_engine.handlers.decision import Decision, FlightChange
+from msgx_engine.handlers.extract import Unmapped, block_values, text_of
+from msgx_engine.sis.decode import SisMessage
+from msgx_engine.state.model import Clear, FlightState, full_state_commands
+
+# The peer refuses an ADFT/FLTR without these; a whole-state rewrite missing them would wipe the
+# flight's identity, so we refuse it too (DEAD(malformed)).
+MANDATORY = ("ALCD", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT")
+
+
+def adft_records(msg: SisMessage) -> list[etree._Element]:
+    """The FLTR records, after the package checks: RECS (if present) equals the count, FLIDs unique."""
+    schd = msg.root.findall("SCHD")
+    if len(schd) != 1:
+        raise Unmapped("SCHD message needs exactly one SCHD element")
+    records: list[etree._Element] = []
+    recs: str | None = None
+    for child in schd[0]:
+        if not isinstance(child.tag, str):
+            continue
+        if child.tag == "FLTR":
+            records.append(child)
+        elif child.tag == "RECS" and recs is None:
+            recs = text_of(child)
+        else:
+            raise Unmapped(f"SCHD/{child.tag} is not in the catalogue")
+    if not records:
+        raise Unmapped("ADFT without a FLTR record")
+    if recs is not None and recs != str(len(records)):
+        raise Unmapped(f"RECS={recs} but {len(records)} FLTR record(s) present")
+    flids = [record_flid(r) for r in records]
+    if len(set(flids)) != len(flids):
+        raise Unmapped("ADFT repeats a FLID")
+    return records
+
+
+def record_flid(record: etree._Element) -> str:
+    flids = record.findall("FLID")
+    if len(flids) != 1 or not text_of(flids[0]):
+        raise Unmapped("FLTR needs exactly one non-empty FLID")
+    return text_of(flids[0])
+
+
+def adft_flids(msg: SisMessage) -> list[str]:
+    return [text_of(r.find("FLID")) for r in msg.root.iterfind("SCHD/FLTR") if text_of(r.find("FLID"))]
+
+
+def record_change(record: etree._Element, before: FlightState | None) -> FlightChange:
+    values = block_values(record)
+    missing = [k for k in MANDATORY if not values.get(k)]
+    if missing:
+        raise Unmapped(f"ADFT record lacks mandatory {','.join(missing)}")
+    cmds = full_state_commands(fields_from_values(values))
+    if "FFID" not in values and before is not None:
+        cmds = [c for c in cmds if c != Clear("FFID")]
+    return FlightChange(flid=record_flid(record), commands=tuple(cmds), undelete=True)
+
+
+def handle_adft(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:
+    try:
+        changes = [record_change(r, current.get(record_flid(r))) for r in adft_records(msg)]
+    except Unmapped as exc:
+        return Decision.dead("malformed", str(exc))
+    return Decision.apply(*(c for c in (effective(ch, current.get(ch.flid)) for ch in changes) if c))

@@ -1,0 +1,80 @@
+"""From extracted element values to ``FlightChange``s, shared by the FLOP, FDEL and ADFT handlers.
+
+Two rules live here so that every message line applies them the same way:
+
+- values -> commands (FS §5.2, D7): a present scalar or object is ``Set``, a present collection or
+  text group is ``Replace`` (input order kept), a present-but-empty element is ``Clear``;
+- value-equal filtering (US-05 AC5): a change that would leave a flight exactly as it is (same
+  fields, same day, same deleted flag) is dropped, so a re-sent value neither bumps
+  ``state_version`` nor emits events. A soft-deleted flight only comes back through ADFT (INV-29);
+  other messages for it have no effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from msgx_engine.handlers.decision import FlightChange
+from msgx_engine.handlers.extract import CLEAR
+from msgx_engine.state.model import (
+    Clear,
+    Command,
+    FlightState,
+    Replace,
+    Set,
+    Value,
+    apply,
+    freeze_entry,
+    kind_of,
+)
+
+
+def commands_from_values(values: Mapping[str, object]) -> list[Command]:
+    """``block_values`` output -> commands, in the message's element order."""
+    cmds: list[Command] = []
+    for key, value in values.items():
+        if value is CLEAR:
+            cmds.append(Clear(key))
+        elif isinstance(value, list):
+            cmds.append(Replace(key, tuple(value)))
+        else:
+            cmds.append(Set(key, value))  # type: ignore[arg-type]
+    return cmds
+
+
+def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
+    """The state fields a whole-record message (ADFT) carries: present, non-empty values only."""
+    fields: dict[str, Value] = {}
+    for key, value in values.items():
+        if value is CLEAR:
+            continue
+        if kind_of(key) == "list":
+            fields[key] = tuple(freeze_entry(e) for e in value)  # type: ignore[union-attr]
+        elif isinstance(value, Mapping):
+            fields[key] = freeze_entry(value)
+        else:
+            fields[key] = value  # type: ignore[assignment]
+    return fields
+
+
+def effective(change: FlightChange, before: FlightState | None) -> FlightChange | None:
+    """The change if it does anything to ``before``; None when it is a no-op (see module doc)."""
+    if before is None:
+        return change if change.create else None
+    if before.deleted:
+        return change if change.undelete else None
+    if change.delete:
+        return change
+    result = apply(before, change.commands, message_id=None, fday=change.fday)
+    if result.changed or result.state.fday != before.fday:
+        return change
+    return None
+
+
+def group_by_flid(pairs: Iterable[tuple[str, list[Command]]]) -> dict[str, list[Command]]:
+    """Several blocks for one FLID in one message become one change (commands in input order),
+    so a flight is written once per message."""
+    grouped: dict[str, list[Command]] = {}
+    for flid, cmds in pairs:
+        grouped.setdefault(flid, []).extend(cmds)
+    return grouped

@@ -1,0 +1,297 @@
+"""Author the golden five-face case inputs (US-05 AC2): ``python tests/golden/make_cases.py``.
+
+Writes ``<STYP>/<case>.case.json`` (+ ``.N.xml`` message files) for every FLOP subtype, FDEL and
+SCHD-ADFT. The expected faces (``.expected.json``) are produced by running the real pipeline
+(``MSGX_GOLDEN_REGEN=1 pytest tests/test_flop_golden.py``) and must be reviewed, not trusted.
+Inputs are rewritten only by this script, so a diff of a case file is a deliberate change.
+
+Per subtype: every sample of ../shared/sis-samples over a prior state holding an old value;
+``present`` when no sample exists; ``empty`` (D7 Clear) where no sample shows a clear; ``absent``
+(no payload: no-op); ``zero_sequence`` / ``zero_mixed`` for groups with a sequence attribute;
+``duplicate`` (same message twice: SKIPPED duplicate); ``unknown_flight`` (created, fday NULL).
+A few cross-cutting cases (deleted flight, same value, code-share child, foreign elements) sit
+under the subtype they use.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+sys.path[:0] = [str(REPO), str(HERE.parent)]
+
+from builders import envelope, flop  # noqa: E402
+
+from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS  # noqa: E402
+from msgx_engine.sis.fields import (  # noqa: E402
+    COLLECTION_BY_KEY,
+    OBJECT_BY_KEY,
+    TEXT_GROUP_BY_KEY,
+)
+
+SAMPLES = REPO.parent / "shared" / "sis-samples"
+BASE = {"ALCD": "CA", "FLNO": "CA101", "MVIN": "A", "SODT": "12DEC031345"}
+FLID = "15"
+OLD_OBJECTS = {
+    "FDIV": {"DDES": "PEK", "DDIR": "FROM", "TEXT": "OLD REASON"},
+    "FRET": {"REID": "A", "TEXT": "OLD REASON"},
+    "FLAB": {"ARES": "O", "TEXT": "OLD REASON"},
+    "PORT": {"POID": "C", "POTM": "01JAN210000"},
+}
+NEW_OBJECTS = {"PORT": {"POTM": "10AUG181855", "POID": "O"}}
+
+
+def group_spec(key: str):
+    return COLLECTION_BY_KEY.get(key) or TEXT_GROUP_BY_KEY.get(key)
+
+
+def old_value(key: str) -> object:
+    if key in OBJECT_BY_KEY:
+        return OLD_OBJECTS[key]
+    spec = group_spec(key)
+    if spec is None:
+        return f"OLD{key}"
+    parts = spec.children or spec.attrs
+    entry = {parts[0]: "OLD"}
+    if spec.seq_attr:
+        entry[spec.seq_attr] = "1"
+    if getattr(spec, "text", False):
+        entry["TEXT"] = "old text"
+    return [entry]
+
+
+def prior(flid: str = FLID, *, with_old: tuple[str, ...] = (), version: int = 3, **extra) -> dict:
+    doc = {"FLID": flid, "STATE_VERSION": version, **BASE}
+    for key in with_old:
+        doc[key] = old_value(key)
+    doc.update(extra)
+    return doc
+
+
+def element(key: str, value: object) -> str:
+    """SIS XML for one payload value (scalar text, object or list of group entries)."""
+    if value is None:
+        return f"\t\t<{key}></{key}>\n"
+    if isinstance(value, str):
+        return f"\t\t<{key}>{value}</{key}>\n"
+    entries = [value] if isinstance(value, dict) else value
+    out = ""
+    for e in entries:
+        spec = OBJECT_BY_KEY.get(key) or group_spec(key)
+        attr_names = set(getattr(spec, "attrs", ())) | {getattr(spec, "seq_attr", None)}
+        attrs = "".join(f' {k}="{v}"' for k, v in e.items() if k in attr_names)
+        inner = "".join(f"<{k}>{v}</{k}>" for k, v in e.items() if k not in attr_names and k != "TEXT")
+        out += f"\t\t<{key}{attrs}>{e.get('TEXT', '')}{inner}</{key}>\n"
+    return out
+
+
+def new_value(key: str) -> object:
+    if key in OBJECT_BY_KEY:
+        return NEW_OBJECTS.get(key) or {**OLD_OBJECTS[key], "TEXT": "NEW REASON"}
+    spec = group_spec(key)
+    if spec is None:
+        return f"NEW{key}"
+    parts = spec.children or spec.attrs
+    entries = []
+    for n, seq in ((1, "1"), (2, "3")):
+        e = {p: f"V{n}{p}" for p in parts[:2]}
+        if spec.seq_attr:
+            e = {spec.seq_attr: seq, **e}
+        if getattr(spec, "text", False):
+            e["TEXT"] = f"text {n}"
+        entries.append(e)
+    return entries
+
+
+class Writer:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.count = 0
+
+    def case(self, styp: str, name: str, doc: str, spec: list[str], prior_states: list[dict],
+             messages: list[dict | str]) -> None:
+        folder = self.root / styp
+        folder.mkdir(parents=True, exist_ok=True)
+        refs = []
+        for n, m in enumerate(messages, start=1):
+            if isinstance(m, str):
+                m = re.sub(r"<SEQN>\d+</SEQN>", "<SEQN>1</SEQN>", m)  # the runner assigns SEQNs
+                (folder / f"{name}.{n}.xml").write_text(m, encoding="utf-8")
+                refs.append({"file": f"{name}.{n}.xml"})
+            else:
+                refs.append(m)
+        body = {"doc": doc, "spec": spec, "prior": prior_states, "messages": refs}
+        (folder / f"{name}.case.json").write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n",
+                                                  encoding="utf-8")
+        self.count += 1
+
+
+def flop_samples() -> dict[str, list[str]]:
+    by_styp: dict[str, list[str]] = {}
+    with open(SAMPLES / "INDEX.tsv", encoding="utf-8") as fh:
+        for row in csv.DictReader(fh, delimiter="\t"):
+            if row["TYPE"] == "FLOP":
+                by_styp.setdefault(row["STYP"], []).append(row["file"])
+    return by_styp
+
+
+def sample_flid(path: str) -> str:
+    text = (SAMPLES / path).read_text(encoding="utf-8")
+    return text.split("<FLID>", 1)[1].split("</FLID>", 1)[0].strip()
+
+
+def payload(styp: str, values: dict[str, object]) -> str:
+    return "".join(element(k, v) for k, v in values.items())
+
+
+def subtype_cases(w: Writer, styp: str, samples: list[str]) -> None:
+    keys = SUBTYPE_ELEMENTS[styp]
+    present = {k: new_value(k) for k in keys}
+    for path in samples:
+        flid = sample_flid(path)
+        w.case(styp, "sample_" + Path(path).stem.split("_")[0],
+               f"sample {path} over a flight holding old {'/'.join(keys)} values",
+               ["US-05 AC2", "FS §5.2", "D7"], [prior(flid, with_old=keys)], [{"sample": path}])
+    if not samples:
+        w.case(styp, "present", f"{styp} present: Set/Replace over old values", ["US-05 AC2", "FS §5.2"],
+               [prior(with_old=keys)], [flop(styp, FLID, payload(styp, present))])
+    w.case(styp, "empty", f"empty {styp} element(s): Clear (D7)", ["US-05 AC2", "D7", "FS §6.2"],
+           [prior(with_old=keys)], [flop(styp, FLID, payload(styp, dict.fromkeys(keys)))])
+    w.case(styp, "absent", f"{styp} block without its payload element: no-op, nothing created or bumped",
+           ["US-05 AC2", "INV-14b"], [prior(with_old=keys)], [flop(styp, FLID, "")])
+    spec = group_spec(styp)
+    if spec is not None and spec.seq_attr:
+        zero = f'\t\t<{styp} {spec.seq_attr}="0"/>\n'
+        w.case(styp, "zero_sequence", f"all {spec.seq_attr}=0: Clear", ["US-05 AC2", "D7", "FS §5.2"],
+               [prior(with_old=keys)], [flop(styp, FLID, zero + zero)])
+        w.case(styp, "zero_mixed", f"{spec.seq_attr}=0 mixed with an entry: DEAD(malformed), nothing written",
+               ["US-05 AC2", "D7", "FS §5.2"], [prior(with_old=keys)],
+               [flop(styp, FLID, element(styp, present[styp][:1]) + zero)])  # type: ignore[index]
+    message = flop(styp, FLID, payload(styp, present))
+    w.case(styp, "duplicate", "the same message twice: applied once, the second SKIPPED(duplicate)",
+           ["US-05 AC2", "US-03 AC3", "INV-9"], [prior(with_old=keys)], [message, {"again": 0}])
+    w.case(styp, "unknown_flight", "unknown FLID: the flight is created with fday NULL (FS §5.4)",
+           ["US-05 AC2", "FS §5.4"], [], [flop(styp, "NEW1", payload(styp, present))])
+
+
+def cross_cutting(w: Writer) -> None:
+    gates = {"GTDT": new_value("GTDT")}
+    w.case("GTDT", "deleted_flight", "FLOP on a soft-deleted flight: no effect (only ADFT restores, INV-29)",
+           ["US-05 AC3", "D2"], [prior(with_old=("GTDT",), DELETED=True)],
+           [flop("GTDT", FLID, payload("GTDT", gates))])
+    same = flop("STND", FLID, "\t\t<STND>S209</STND>\n")
+    w.case("STND", "same_value", "a new message repeating the stored value: no version bump, no event",
+           ["US-05 AC5"], [prior(STND="S209")], [same, flop("STND", FLID, "\t\t<STND>S209</STND>\n")])
+    w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child only; master untouched",
+           ["US-05 AC4", "INV-21"],
+           [prior("100", MAFL=[{"FLID": FLID, "ALCD": "MU", "FLNO": "MU501"}]), prior(MAID="100")],
+           [flop("GTDT", FLID, payload("GTDT", gates))])
+    w.case("STND", "foreign_element", "a catalogue element outside the subtype: DEAD(malformed), named",
+           ["G-FLOP-UNMAPPED"], [prior()], [flop("STND", FLID, "\t\t<STND>S1</STND>\n\t\t<RENO>B1</RENO>\n")])
+    w.case("STND", "unknown_element", "an element the catalogue does not know: DEAD(malformed), named",
+           ["G-FLOP-UNMAPPED"], [prior()], [flop("STND", FLID, "\t\t<STND>S1</STND>\n\t\t<XTRA>1</XTRA>\n")])
+    two = envelope("FLOP", "STND", f"\t<FLOP>\n\t\t<FLID>{FLID}</FLID>\n\t\t<STND>S1</STND>\n\t</FLOP>\n"
+                                   f"\t<FLOP>\n\t\t<FLID>16</FLID>\n\t\t<STND>S2</STND>\n\t</FLOP>\n")
+    w.case("STND", "two_blocks", "two FLOP blocks: two flights changed in one transaction",
+           ["US-05 AC2", "FS §4.3"], [prior(), prior("16")], [two])
+    w.case("FDIV", "stale_attributes", "FDIV/01 then FDIV/04 (DDIR empty): whole-object replace, no stale DDIR",
+           ["FS §6.2", "D7"], [prior()], [{"sample": "FDIV/01_FDIV.xml"}, {"sample": "FDIV/04_FDIV.xml"}])
+
+
+def fdel_cases(w: Writer) -> None:
+    spec = ["US-05 AC4", "INV-21", "INV-22", "C-25", "D2"]
+    mafl = [{"FLID": "15", "ALCD": "MU", "FLNO": "MU501"}, {"FLID": "16", "ALCD": "FM", "FLNO": "FM901"}]
+    family = [prior("100", MAFL=mafl), prior("15", MAID="100"), prior("16", MAID="100")]
+    w.case("FDEL", "sample_01", "FDEL/01: soft delete, tombstone on schd", spec,
+           [prior(with_old=("GTDT",), FDAY="2003-12-12")], [{"sample": "FDEL/01_FDEL.xml"}])
+    w.case("FDEL", "missing_target", "no such flight: SUCCEEDED without effect", spec, [],
+           [{"sample": "FDEL/01_FDEL.xml"}])
+    w.case("FDEL", "already_deleted", "deleting a deleted flight: no effect", spec,
+           [prior(DELETED=True)], [{"sample": "FDEL/01_FDEL.xml"}])
+    w.case("FDEL", "codeshare_child", "deleting a child: master's MAFL loses it and the master is notified",
+           spec, family, [{"sample": "FDEL/01_FDEL.xml"}])
+    w.case("FDEL", "codeshare_last_child", "deleting the only listed child clears the master's MAFL", spec,
+           [prior("100", MAFL=mafl[:1]), prior("15", MAID="100")], [{"sample": "FDEL/01_FDEL.xml"}])
+    w.case("FDEL", "codeshare_master", "deleting a master deletes it and all its children in one transaction",
+           spec, family, [flop("FDEL", "100", "\t\t<FDEL></FDEL>\n")])
+    w.case("FDEL", "codeshare_master_and_child", "child and master in one message: all deleted, master not updated",
+           spec, family,
+           [envelope("FLOP", "FDEL", "\t<FLOP>\n\t\t<FLID>15</FLID>\n\t\t<FDEL/>\n\t</FLOP>\n"
+                                     "\t<FLOP>\n\t\t<FLID>100</FLID>\n\t\t<FDEL/>\n\t</FLOP>\n")])
+    w.case("FDEL", "marker_not_empty", "FDEL marker with content: DEAD(malformed), nothing deleted",
+           ["US-05 AC2", "G-FLOP-UNMAPPED"], [prior()], [flop("FDEL", FLID, "\t\t<FDEL>X</FDEL>\n")])
+    w.case("FDEL", "marker_missing", "FDEL block without the marker: DEAD(malformed), nothing deleted",
+           ["US-05 AC2"], [prior()], [flop("FDEL", FLID, "")])
+    msg = flop("FDEL", FLID, "\t\t<FDEL></FDEL>\n")
+    w.case("FDEL", "duplicate", "the same FDEL twice: one delete, the second SKIPPED(duplicate)",
+           ["US-05 AC2", "INV-9"], [prior()], [msg, {"again": 0}])
+
+
+def fltr(flid: str, extra: str = "", *, mandatory: bool = True) -> str:
+    body = f"<FLID>{flid}</FLID>"
+    if mandatory:
+        body += ("<ALCD>CA</ALCD><FLNO>CA101</FLNO><MVIN>A</MVIN><SODT>12DEC031345</SODT>"
+                 "<FLTY>W</FLTY><FLIN>D</FLIN><ACFT>333</ACFT>")
+    return f"\t\t<FLTR>{body}{extra}</FLTR>\n"
+
+
+def adft(*records: str, recs: int | None = None) -> str:
+    n = len(records) if recs is None else recs
+    return envelope("SCHD", "ADFT", f"\t<SCHD>\n\t\t<RECS>{n}</RECS>\n{''.join(records)}\t</SCHD>\n")
+
+
+def adft_cases(w: Writer) -> None:
+    spec = ["US-05 AC2", "FS §4.2"]
+    gates = '<GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="2"><GATE>A2</GATE></GTDT>'
+    w.case("ADFT", "new_flight", "ADFT for an unknown FLID creates it, fday NULL", spec, [],
+           [adft(fltr("900", "<STND>S1</STND>" + gates))])
+    rich = prior("900", with_old=("GTDT", "FDIV", "SRVT"), FDAY="2021-01-23", FFID="CA-CA101-A-12DEC031345-D",
+                 STND="S9", ESTT="12DEC031400")
+    w.case("ADFT", "rewrite", "ADFT wholly rewrites: fields it omits are cleared, fday and FFID kept",
+           spec + ["D1"], [rich], [adft(fltr("900", "<STND>S1</STND>" + gates))])
+    w.case("ADFT", "restore_deleted", "ADFT for a soft-deleted flight restores it (INV-29)", spec + ["INV-29"],
+           [prior("900", DELETED=True, STND="S9", ACFT="333", FLTY="W", FLIN="D")],
+           [adft(fltr("900", "<STND>S1</STND>"))])
+    same = prior("900", ACFT="333", FLTY="W", FLIN="D", STND="S1")
+    w.case("ADFT", "same_content", "ADFT equal to the stored state: no version bump, no event (US-05 AC5)",
+           spec + ["US-05 AC5"], [same], [adft(fltr("900", "<STND>S1</STND>"))])
+    w.case("ADFT", "from_dnld_sample", "the two FLTRs of SCHD/01_DNLD.xml sent as ADFT: upsert only, fday NULL",
+           spec, [prior("15", STND="OLD")], [{"sample": "SCHD/01_DNLD.xml", "styp": "ADFT"}])
+    w.case("ADFT", "missing_mandatory", "ADFT record without ALCD etc.: DEAD(malformed)", spec, [prior("900")],
+           [adft(fltr("900", "<STND>S1</STND>", mandatory=False))])
+    w.case("ADFT", "recs_mismatch", "RECS disagrees with the FLTR count: DEAD(malformed)", spec + ["D5"], [],
+           [adft(fltr("900"), recs=2)])
+    w.case("ADFT", "zero_mixed", "GTNO=0 mixed with an entry inside ADFT: DEAD(malformed)", spec + ["D7"], [],
+           [adft(fltr("900", '<GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="0"/>'))])
+    w.case("ADFT", "codeshare_child", "ADFT of a code-share child keeps MAID; the master is not touched",
+           spec + ["INV-21"], [prior("100", MAFL=[{"FLID": "900", "ALCD": "MU", "FLNO": "MU501"}])],
+           [adft(fltr("900", "<MAID>100</MAID><CSOP>MU</CSOP><CSFT>MU501</CSFT>"))])
+
+
+def main() -> None:
+    for child in HERE.iterdir():
+        if child.is_dir():
+            for f in child.glob("*"):
+                if f.name.endswith((".case.json", ".xml")):
+                    f.unlink()
+    w = Writer(HERE)
+    samples = flop_samples()
+    for styp in SUBTYPE_ELEMENTS:
+        subtype_cases(w, styp, samples.get(styp, []))
+    cross_cutting(w)
+    fdel_cases(w)
+    adft_cases(w)
+    for child in HERE.iterdir():
+        if child.is_dir() and not any(child.glob("*.case.json")):
+            shutil.rmtree(child)
+    print(f"wrote {w.count} cases under {HERE}")
+
+
+if __name__ == "__main__":
+    main()
