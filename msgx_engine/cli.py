@@ -155,6 +155,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from msgx_engine.app import App
     from msgx_engine.store import migrate
 
+    if args.stop:
+        from msgx_engine.embedded import stop
+
+        stop(Settings.from_env().home)
+        print("demo: embedded PostgreSQL stopped")
+        return 0
     settings = _settings()
     app = App.from_settings(settings)
     migrate.upgrade(app.engine)
@@ -187,6 +193,7 @@ def parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="load demo messages into the embedded default and run the platform")
     demo.add_argument("--headless", action="store_true", help="run the pump once, print a summary and exit")
     demo.add_argument("--port", type=int, default=3000)
+    demo.add_argument("--stop", action="store_true", help="stop the embedded PostgreSQL server and exit")
     demo.set_defaults(func=cmd_demo)
 
     db = sub.add_parser("db", help="state database schema")
