@@ -12,13 +12,20 @@ class RetryPolicy:
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
     head_deadline_s: float = 600.0
+    # docs/decisions.md P2: a message that reaches the head already older than the deadline (a
+    # backlog) still gets this many attempts, so one transient error does not dead-letter it.
+    min_attempts: int = 2
 
     def delay(self, attempts: int) -> float:
         """Backoff after the n-th failed attempt: 1, 2, 4, 8, 16 s ... capped at 60 s."""
         return min(self.base_delay_s * (2 ** max(attempts - 1, 0)), self.max_delay_s)
 
     def exhausted(self, attempts: int, created_at: datetime, now: datetime) -> bool:
-        return attempts >= self.max_attempts or now - created_at >= timedelta(seconds=self.head_deadline_s)
+        """At most ``max_attempts``; past the head deadline (from the stable ``created_at``,
+        US-03 AC5) once ``min_attempts`` have been made."""
+        if attempts >= self.max_attempts:
+            return True
+        return attempts >= self.min_attempts and now - created_at >= timedelta(seconds=self.head_deadline_s)
 
     def next_attempt_at(self, attempts: int, now: datetime) -> datetime:
         return now + timedelta(seconds=self.delay(attempts))

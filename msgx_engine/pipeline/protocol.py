@@ -4,6 +4,13 @@ Transaction 1 writes state, outbox events (not yet releasable) and ``applied_at`
 post-commit hooks run (the Redis projection); transaction 2 writes the terminal status, the
 backfill todo and releases the events. A message found with ``applied_at`` set is not applied
 again: only the remaining steps run (INV-20b).
+
+Every status write is one guarded statement (``status_write``): it changes nothing unless the
+row is still open and this session holds the writer lock, and the terminal status, its history
+row, the backfill todo and the event release commit in that same statement (INV-8).
+Errors of the message go on its own record (US-03 AC5). Errors that are not the message's (the
+PostgreSQL connection dropped, the writer lock was lost, the mailbox is unreachable) consume no
+attempt: they propagate to the pump, or make the head wait.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, and_, func, insert, select, update
+from sqlalchemy import Connection, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
@@ -25,6 +32,8 @@ from msgx_engine.pipeline import faults
 from msgx_engine.pipeline.clock import Clock
 from msgx_engine.pipeline.events import build_events
 from msgx_engine.pipeline.policy import RetryPolicy
+from msgx_engine.pipeline.source import BodySource, SourceUnavailable
+from msgx_engine.pipeline.writer import LockLost, lock_held
 from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
 from msgx_engine.state.model import FlightState, apply
 from msgx_engine.store.flights import FlightRepository
@@ -44,6 +53,7 @@ SUCCEEDED, SKIPPED, FAILED, PENDING = "SUCCEEDED", "SKIPPED", "FAILED", "PENDING
 DEAD_STATUS = "DEAD"
 TERMINAL = (SUCCEEDED, SKIPPED, DEAD_STATUS)
 OPEN = (PENDING, FAILED)
+SOURCE_RETRY_S = 2.0
 
 # A post-commit hook gets the transaction-1 outcome (touched states) and may raise to keep the
 # message non-terminal (it is then retried; the state is not applied twice).
@@ -52,11 +62,33 @@ PostCommitHook = Callable[[Connection, int, Sequence[FlightState]], None]
 
 @dataclass
 class StepResult:
-    kind: str                          # processed | idle | wait_backoff | wait_gap
+    kind: str                          # processed | idle | wait_backoff | wait_gap | wait_source
     msg_id: int | None = None
     status: str | None = None
     reason: str | None = None
     wait_until: datetime | None = None
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """The PostgreSQL session is gone (restart, network): not the message's fault."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, SQLAlchemyError) and any(s in msg for s in (
+        "server closed the connection", "terminating connection", "connection is closed",
+        "consuming input failed", "connection refused", "connection is lost", "can't reconnect"))
+
+
+def _head_query():
+    gap_seen = (select(func.max(intake_gap.c.first_seen_at))
+                .where(intake_gap.c.msg_id < proc_state.c.msg_id, intake_gap.c.passed_at.is_(None),
+                       intake_gap.c.arrived_at.is_(None))
+                .scalar_subquery())
+    return (select(proc_state, gap_seen.label("gap_seen"))
+            .where(proc_state.c.status.in_(OPEN)).order_by(proc_state.c.msg_id).limit(1))
+
+
+_HEAD = _head_query()
 
 
 @dataclass
@@ -68,12 +100,16 @@ class Processor:
     gap_grace_s: float = 5.0
     max_body_bytes: int = MAX_BODY_BYTES
     post_commit: list[PostCommitHook] = field(default_factory=list)
+    source: BodySource | None = None
+
+    def __post_init__(self) -> None:
+        if self.source is None:
+            self.source = BodySource(self.mailbox)
 
     # --- queue head ------------------------------------------------------------------------
     def head(self, conn: Connection):
-        return conn.execute(
-            select(proc_state).where(proc_state.c.status.in_(OPEN)).order_by(proc_state.c.msg_id).limit(1)
-        ).first()
+        """The smallest non-terminal id (INV-3), with ``gap_seen``: the youngest open gap below it."""
+        return conn.execute(_HEAD).first()
 
     def step(self, conn: Connection) -> StepResult:
         """Process the queue head once if it is due. Never lets a larger id overtake it (INV-3)."""
@@ -82,84 +118,102 @@ class Processor:
             conn.commit()
             return StepResult("idle")
         now = self.clock.now()
-        gap = self._blocking_gap(conn, head.msg_id, now)
-        if gap is not None:
-            conn.commit()
-            return StepResult("wait_gap", head.msg_id, wait_until=gap)
+        if head.gap_seen is not None:
+            until = head.gap_seen + timedelta(seconds=self.gap_grace_s)
+            if until > now:
+                conn.commit()
+                return StepResult("wait_gap", head.msg_id, wait_until=until)
+            self._pass_gaps(conn, head.msg_id, now)
         if head.next_attempt_at is not None and head.next_attempt_at > now:
             conn.commit()
             return StepResult("wait_backoff", head.msg_id, wait_until=head.next_attempt_at)
-        conn.commit()
         return self.process(conn, head)
 
-    def _blocking_gap(self, conn: Connection, head_id: int, now: datetime) -> datetime | None:
-        """A missing smaller id younger than the grace holds the head; older ones are passed."""
-        open_gaps = and_(intake_gap.c.msg_id < head_id, intake_gap.c.passed_at.is_(None),
-                         intake_gap.c.arrived_at.is_(None))
-        oldest_young = conn.execute(
-            select(func.max(intake_gap.c.first_seen_at)).where(open_gaps)).scalar()
-        if oldest_young is None:
-            return None
-        until = oldest_young + timedelta(seconds=self.gap_grace_s)
-        if until > now:
-            return until
-        passed = conn.execute(update(intake_gap).where(open_gaps).values(passed_at=now))
-        if passed.rowcount:
-            log.warning("passed %s expired gap(s) below mailbox id %s", passed.rowcount, head_id)
-        return None
+    @staticmethod
+    def _pass_gaps(conn: Connection, head_id: int, now: datetime) -> None:
+        """Expired gaps below the head are recorded as passed (US-01 AC5); a row that shows up
+        later is still registered and processed, as a late arrival."""
+        passed = conn.execute(update(intake_gap).where(
+            intake_gap.c.msg_id < head_id, intake_gap.c.passed_at.is_(None),
+            intake_gap.c.arrived_at.is_(None)).values(passed_at=now))
+        log.warning("passed %s expired gap(s) below mailbox id %s", passed.rowcount, head_id)
 
     # --- one message -----------------------------------------------------------------------
     def process(self, conn: Connection, head) -> StepResult:
         msg_id = head.msg_id
-        if head.applied_at is not None:
-            return self._after_apply(conn, msg_id, [], head)
-        body = self.mailbox.bodies([msg_id]).get(msg_id)
+        if head.applied_at is not None:       # crash or hook failure after transaction 1 (INV-20b)
+            return self._after_apply(conn, head, [])
+        assert self.source is not None
+        try:
+            body = self.source.body(conn, msg_id)
+        except SourceUnavailable as exc:
+            return self._source_wait(conn, head, exc)
         if body is None:
-            return self._finish(conn, msg_id, DEAD_STATUS, "missing", "mailbox row vanished before processing")
+            return self._finish(conn, head, DEAD_STATUS, "missing", "mailbox row vanished before processing")
         try:
             msg = decode(body, max_bytes=self.max_body_bytes)
         except SisRefused as exc:
-            return self._finish(conn, msg_id, DEAD_STATUS, exc.reason, exc.detail, error_class="CODEC_ERROR")
+            return self._finish(conn, head, DEAD_STATUS, exc.reason, exc.detail, error_class="MALFORMED")
+        except Exception as exc:  # a decoder defect, not a verdict on the message: retried
+            log.exception("decoder error on mailbox id %s", msg_id)
+            return self._failure(conn, head, "CODEC_ERROR", exc)
         rule = self._ignored_by(msg)
         if rule is not None:
-            return self._finish(conn, msg_id, SKIPPED, f"ignored:{rule}", None, msg=msg, bind=False)
+            return self._finish(conn, head, SKIPPED, f"ignored:{rule}", None, msg=msg, bind=False)
         other = conn.execute(select(proc_state.c.msg_id, proc_state.c.payload_hash).where(
             proc_state.c.identity_key == msg.meta.identity, proc_state.c.msg_id != msg_id)).first()
-        conn.commit()
         if other is not None:
-            if other.payload_hash == msg.payload_hash:
-                return self._finish(conn, msg_id, SKIPPED, "duplicate", None, msg=msg, bind=False,
-                                    dup_of=other.msg_id)
-            log.error("ALERT identity conflict: %s of mailbox id %s already bound to id %s with other content",
-                      msg.meta.identity, msg_id, other.msg_id)
-            return self._finish(conn, msg_id, SKIPPED, "identity_conflict", None, msg=msg, bind=False,
-                                dup_of=other.msg_id)
+            return self._identity_clash(conn, head, msg, other)
         try:
             outcome = self._transaction_1(conn, msg_id, msg)
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, LockLost) as exc:
             self._rollback(conn)
+            if isinstance(exc, LockLost) or is_disconnect(exc):
+                raise
             return self._failure(conn, head, "INFRA", exc)
         except Exception as exc:  # a handler or engine defect: retried, then dead-lettered
             self._rollback(conn)
             log.exception("handler error on mailbox id %s", msg_id)
             return self._failure(conn, head, "HANDLER_ERROR", exc)
         if isinstance(outcome, Decision):
-            if outcome.outcome == DEAD:
-                return self._finish(conn, msg_id, DEAD_STATUS, outcome.reason, outcome.detail, msg=msg, bind=False)
-            return self._finish(conn, msg_id, SKIPPED, outcome.reason, outcome.detail, msg=msg,
-                                bind=outcome.reason == "unsupported")
+            status = DEAD_STATUS if outcome.outcome == DEAD else SKIPPED
+            return self._finish(conn, head, status, outcome.reason, outcome.detail, msg=msg,
+                                bind=status == SKIPPED and outcome.reason == "unsupported",
+                                error_class="MALFORMED" if status == DEAD_STATUS else None)
         faults.reach("between_tx1_tx2")
-        return self._after_apply(conn, msg_id, outcome, head)
+        return self._after_apply(conn, head, outcome)
+
+    def _identity_clash(self, conn: Connection, head, msg: SisMessage, other) -> StepResult:
+        """Same SNDR|TYPE|STYP|SEQN already bound to another row (INV-9): same content is a
+        duplicate, other content a conflict; neither has any business effect."""
+        if other.payload_hash == msg.payload_hash:
+            return self._finish(conn, head, SKIPPED, "duplicate", None, msg=msg, bind=False, dup_of=other.msg_id)
+        log.error("ALERT identity conflict: %s of mailbox id %s already bound to id %s with other content",
+                  msg.meta.identity, head.msg_id, other.msg_id)
+        return self._finish(conn, head, SKIPPED, "identity_conflict",
+                            f"{msg.meta.identity} bound to mailbox id {other.msg_id} with other content",
+                            msg=msg, bind=False, dup_of=other.msg_id)
 
     def _ignored_by(self, msg: SisMessage) -> str | None:
-        key = msg.meta.type_styp
+        """US-04: case-insensitive TYPE-STYP / TYPE-* rules, checked before identity binding."""
+        key = msg.meta.type_styp.upper()
         for rule in self.ignore_rules:
-            if fnmatch.fnmatchcase(key.upper(), rule.upper()):
+            if fnmatch.fnmatchcase(key, rule.upper()):
                 return rule
         return None
 
     def _transaction_1(self, conn: Connection, msg_id: int, msg: SisMessage) -> list[FlightState] | Decision:
-        conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == WRITER_LOCK_ROW).with_for_update())
+        """State, outbox events (unreleased), effects and ``applied_at`` in one commit (INV-17b).
+
+        Returns the touched states, or the handler's non-apply Decision (nothing written).
+        Raises ``LockLost`` when this session no longer holds the writer lock.
+        """
+        held = conn.execute(select(lock_held()).select_from(pipeline_lock)
+                            .where(pipeline_lock.c.name == WRITER_LOCK_ROW)
+                            .with_for_update(of=pipeline_lock)).scalar()
+        if not held:
+            conn.rollback()
+            raise LockLost("transaction 1 refused: this session does not hold the writer lock")
         repo = FlightRepository(conn)
         ctx = prepare(conn, msg)
         current = ctx.flights
@@ -182,82 +236,123 @@ class Processor:
             next_states.append(state)
             events += build_events(msg_id, msg, state, result.changed, result.cleared)
         repo.persist_next_states(next_states)
+        now = self.clock.now()
         for effect in decision.effects:
-            events += effect.apply(conn, msg_id, self.clock.now()) or []
+            events += effect.apply(conn, msg_id, now) or []
         if events:
             conn.execute(insert(msg_event), events)
-        now = self.clock.now()
-        conn.execute(update(proc_state).where(proc_state.c.msg_id == msg_id).values(
+        done = conn.execute(update(proc_state).where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN),
+                                                     proc_state.c.applied_at.is_(None)).values(
             applied_at=now, updated_at=now, identity_key=msg.meta.identity, payload_hash=msg.payload_hash,
             msg_type=msg.meta.type, msg_styp=msg.meta.styp))
+        if done.rowcount != 1:
+            conn.rollback()
+            raise LockLost(f"mailbox id {msg_id} is no longer open or already applied; transaction 1 rolled back")
         faults.reach("before_tx1_commit")
         conn.commit()
         return next_states
 
-    def _after_apply(self, conn: Connection, msg_id: int, states: Sequence[FlightState], head) -> StepResult:
+    def _after_apply(self, conn: Connection, head, states: Sequence[FlightState]) -> StepResult:
+        """Post-commit hooks, then transaction 2 (INV-17b: terminal only after the hooks succeed)."""
+        msg_id = head.msg_id
         try:
             if self.post_commit:
                 if not states:
                     states = self._touched_states(conn, msg_id)
+                conn.commit()
                 for hook in self.post_commit:
                     hook(conn, msg_id, states)
         except Exception as exc:
             self._rollback(conn)
+            if isinstance(exc, SQLAlchemyError) and is_disconnect(exc):
+                raise
             log.warning("post-commit step failed for mailbox id %s: %s", msg_id, exc)
             return self._failure(conn, head, "INFRA", exc)
-        return self._finish(conn, msg_id, SUCCEEDED, None, None)
+        return self._finish(conn, head, SUCCEEDED, None, None)
 
-    def _touched_states(self, conn: Connection, msg_id: int) -> list[FlightState]:
+    @staticmethod
+    def _touched_states(conn: Connection, msg_id: int) -> list[FlightState]:
         flids = [r[0] for r in conn.execute(select(msg_event.c.flid).where(msg_event.c.msg_id == msg_id).distinct())]
-        states = list(FlightRepository(conn).load(flids).values())
-        conn.commit()
-        return states
+        return list(FlightRepository(conn).load(flids).values())
 
     # --- terminal and failure paths ----------------------------------------------------------
-    def _finish(self, conn: Connection, msg_id: int, status: str, reason: str | None, detail: str | None, *,
+    def _finish(self, conn: Connection, head, status: str, reason: str | None, detail: str | None, *,
                 msg: SisMessage | None = None, bind: bool = True, dup_of: int | None = None,
-                error_class: str | None = None) -> StepResult:
-        """Transaction 2: terminal status, backfill todo, release the message's events."""
+                error_class: str | None = None, attempts: int | None = None) -> StepResult:
+        """Transaction 2: terminal status, history, backfill todo and event release, one statement."""
         now = self.clock.now()
         values: dict = {"status": status, "reason": reason, "error_detail": detail, "terminal_at": now,
                         "updated_at": now, "next_attempt_at": None, "dup_of": dup_of}
         if error_class is not None:
             values["error_class"] = error_class
+        if attempts is not None:
+            values["attempts"] = attempts
         if msg is not None:
             values.update(msg_type=msg.meta.type, msg_styp=msg.meta.styp, payload_hash=msg.payload_hash)
             if bind:
                 values["identity_key"] = msg.meta.identity
-        try:
-            conn.execute(update(proc_state).where(proc_state.c.msg_id == msg_id).values(**values))
-            conn.execute(insert(proc_state_hst).values(msg_id=msg_id, status=status, reason=reason,
-                                                       error_class=error_class, error_detail=detail, at=now))
-            conn.execute(_upsert_todo(msg_id, now))
-            conn.execute(update(msg_event).where(msg_event.c.msg_id == msg_id, msg_event.c.released_at.is_(None))
-                         .values(released_at=now))
-            conn.commit()
-        except SQLAlchemyError:
-            self._rollback(conn)
-            raise
+        self._status_write(conn, head.msg_id, values, terminal=True,
+                           hst={"status": status, "reason": reason, "error_class": error_class,
+                                "error_detail": detail, "attempt": attempts})
+        assert self.source is not None
+        self.source.forget(head.msg_id)
         faults.reach("after_tx2")
         if status == DEAD_STATUS:
-            log.error("ALERT dead letter: mailbox id %s %s (%s)", msg_id, reason, detail)
-        return StepResult("processed", msg_id, status, reason)
+            log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, reason, detail)
+        return StepResult("processed", head.msg_id, status, reason)
 
     def _failure(self, conn: Connection, head, error_class: str, exc: BaseException) -> StepResult:
+        """A failed attempt: backoff 1, 2, 4, 8, 16 s, or DEAD(exhausted) (US-03 AC4/AC5)."""
         now = self.clock.now()
         attempts = head.attempts + 1
         detail = f"{type(exc).__name__}: {exc}"[:2000]
         if self.policy.exhausted(attempts, head.created_at, now):
-            conn.execute(update(proc_state).where(proc_state.c.msg_id == head.msg_id).values(attempts=attempts))
-            return self._finish(conn, head.msg_id, DEAD_STATUS, "exhausted", detail, error_class=error_class)
+            return self._finish(conn, head, DEAD_STATUS, "exhausted", detail, error_class=error_class,
+                                attempts=attempts)
         next_at = self.policy.next_attempt_at(attempts, now)
-        conn.execute(update(proc_state).where(proc_state.c.msg_id == head.msg_id).values(
-            status=FAILED, attempts=attempts, next_attempt_at=next_at, error_class=error_class,
-            error_detail=detail, updated_at=now))
-        conn.execute(insert(proc_state_hst).values(msg_id=head.msg_id, status=FAILED, error_class=error_class,
-                                                   error_detail=detail, attempt=attempts, at=now))
-        conn.commit()
+        self._status_write(conn, head.msg_id, {
+            "status": FAILED, "attempts": attempts, "next_attempt_at": next_at, "error_class": error_class,
+            "error_detail": detail, "updated_at": now}, terminal=False,
+            hst={"status": FAILED, "reason": None, "error_class": error_class, "error_detail": detail,
+                 "attempt": attempts})
         return StepResult("processed", head.msg_id, FAILED, error_class, wait_until=next_at)
+
+    def _source_wait(self, conn: Connection, head, exc: SourceUnavailable) -> StepResult:
+        """The mailbox is down and the head's body is not cached: wait, note it, use no attempt."""
+        now = self.clock.now()
+        log.warning("mailbox id %s waits for the mailbox: %s", head.msg_id, exc)
+        conn.execute(update(proc_state).where(proc_state.c.msg_id == head.msg_id).values(
+            error_class="SOURCE_UNAVAILABLE", error_detail=str(exc)[:2000], updated_at=now))
+        conn.commit()
+        return StepResult("wait_source", head.msg_id, wait_until=now + timedelta(seconds=SOURCE_RETRY_S))
+
+    def _status_write(self, conn: Connection, msg_id: int, values: dict, *, terminal: bool, hst: dict) -> None:
+        """One guarded statement: the row must still be open and the writer lock held (OPS-1)."""
+        now = values["updated_at"]
+        u = (update(proc_state)
+             .where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), lock_held())
+             .values(**values).returning(proc_state.c.msg_id).cte("u"))
+        ctes = [insert(proc_state_hst).from_select(
+            ["msg_id", "status", "reason", "error_class", "error_detail", "attempt", "at"],
+            select(u.c.msg_id, literal(hst["status"]), literal(hst["reason"]), literal(hst["error_class"]),
+                   literal(hst["error_detail"]), literal(hst["attempt"]), literal(now))).cte("h")]
+        if terminal:
+            ctes.append(pg_insert(backfill_todo).from_select(
+                ["msg_id", "status", "created_at"], select(u.c.msg_id, literal("PENDING"), literal(now)))
+                .on_conflict_do_nothing(index_elements=["msg_id"]).cte("t"))
+            ctes.append(update(msg_event).where(msg_event.c.msg_id.in_(select(u.c.msg_id)),
+                                                msg_event.c.released_at.is_(None))
+                        .values(released_at=now).cte("e"))
+        try:
+            written = conn.execute(select(func.count()).select_from(u).add_cte(*ctes)).scalar_one()
+            if written != 1:
+                conn.rollback()
+                raise LockLost(f"status write for mailbox id {msg_id} refused: the row is not open or "
+                               "this session lost the writer lock")
+            conn.commit()
+        except SQLAlchemyError:
+            self._rollback(conn)
+            raise
 
     @staticmethod
     def _rollback(conn: Connection) -> None:
@@ -266,7 +361,3 @@ class Processor:
         except DBAPIError:
             pass
 
-
-def _upsert_todo(msg_id: int, now: datetime):
-    return pg_insert(backfill_todo).values(msg_id=msg_id, status="PENDING", created_at=now).on_conflict_do_nothing(
-        index_elements=["msg_id"])

@@ -14,17 +14,18 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, Engine, func, select, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.protocol import Processor
+from msgx_engine.pipeline.protocol import Processor, is_disconnect
+from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, try_lock
 from msgx_engine.store.tables import backfill_todo, proc_state
 
 log = logging.getLogger(__name__)
 
-PUMP_LOCK_KEY = 0x6D736778_0001  # "msgx" + 1
+__all__ = ["PUMP_LOCK_KEY", "Pump", "PumpBusy", "PumpOptions", "PumpSummary", "status_counts", "try_lock"]
 
 
 class PumpBusy(RuntimeError):
@@ -39,6 +40,7 @@ class PumpOptions:
     heartbeat_s: float = 10.0
     inline_backfill: bool = True
     reconnect_for_s: float = 60.0
+    exit_when_waiting: bool = False  # drain only what is processable now (tests with a ManualClock)
 
 
 @dataclass
@@ -49,6 +51,7 @@ class PumpSummary:
     marked: int = 0
     started: float = field(default_factory=time.monotonic)
     reconnects: int = 0
+    source_errors: int = 0
 
     @property
     def elapsed_s(self) -> float:
@@ -57,14 +60,9 @@ class PumpSummary:
     def as_metadata(self) -> dict[str, float | int]:
         data: dict[str, float | int] = {f"processed_{k.lower()}": v for k, v in sorted(self.processed.items())}
         data.update(registered=self.registered, late_arrivals=self.late_arrivals, marked=self.marked,
-                    elapsed_s=round(self.elapsed_s, 3), reconnects=self.reconnects)
+                    elapsed_s=round(self.elapsed_s, 3), reconnects=self.reconnects,
+                    source_errors=self.source_errors)
         return data
-
-
-def try_lock(conn: Connection) -> bool:
-    got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": PUMP_LOCK_KEY}).scalar_one())
-    conn.commit()
-    return got
 
 
 def status_counts(conn: Connection) -> dict[str, int]:
@@ -105,6 +103,7 @@ class Pump:
                 self.conn.close()
             except Exception:  # noqa: BLE001 - the connection is already broken
                 pass
+            self.conn = None
         while True:
             try:
                 self.conn = self._connect()
@@ -113,6 +112,8 @@ class Pump:
                 return
             except OperationalError as exc:
                 if time.monotonic() > deadline:
+                    log.error("PostgreSQL still unavailable after %ss: the pump exits for the sensor to "
+                              "restart it", self.options.reconnect_for_s)
                     raise
                 log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc.__class__.__name__, delay)
                 time.sleep(delay)
@@ -142,10 +143,10 @@ class Pump:
                 break
             try:
                 busy, waiting = self._iteration(summary)
-            except (OperationalError, DBAPIError) as exc:
-                if not getattr(exc, "connection_invalidated", False) and not _is_disconnect(exc):
+            except (SQLAlchemyError, LockLost) as exc:
+                if not isinstance(exc, LockLost) and not is_disconnect(exc):
                     raise
-                log.warning("lost the PostgreSQL connection: %s", exc.__class__.__name__)
+                log.warning("lost the PostgreSQL session or the writer lock: %s", exc.__class__.__name__)
                 self._reconnect(summary)
                 continue
             now = time.monotonic()
@@ -156,6 +157,8 @@ class Pump:
                 last_beat = now
             if busy:
                 continue
+            if waiting and opts.exit_when_waiting:
+                break
             if not waiting:
                 if opts.idle_for_s <= 0 and self._drained():
                     break
@@ -169,6 +172,7 @@ class Pump:
         stats = self.intake.scan(self.conn)
         summary.registered += stats.registered
         summary.late_arrivals += stats.late_arrivals
+        summary.source_errors += stats.source_error is not None
         busy = stats.registered > 0
         waiting = False
         for _ in range(self.intake.batch):
@@ -198,8 +202,3 @@ class Pump:
         self.conn.commit()
         return open_rows == 0 and todo_due == 0
 
-
-def _is_disconnect(exc: BaseException) -> bool:
-    msg = str(exc).lower()
-    return any(s in msg for s in ("server closed the connection", "terminating connection",
-                                  "connection is closed", "consuming input failed", "connection refused"))

@@ -1,0 +1,164 @@
+"""Pump benchmark (DESIGN §6, issue 3): GTDT messages end to end vs the raw floor, same run.
+
+* protocol: N GTDT messages in a fresh MariaDB mailbox, drained by ``App.pump`` with the full
+  protocol (intake, head, decode, identity, transaction 1, transaction 2, backfill mark).
+* floor: the same state transaction per message by a minimal psycopg loop on a fresh migrated
+  database: read the flight and its gates under lock, upsert the flight row, replace its gates,
+  insert the two outbox rows, commit. No intake, no status, no mark: the cost of the state alone.
+
+Prints both rates and their ratio (target >= 0.4, DESIGN says 0.5). Usage:
+``/work/.venv/bin/python bench/bench_pump.py [--messages 5000] [--flights 500] [--profile]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pymysql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from builders import gtdt  # noqa: E402
+
+from msgx_engine.app import App  # noqa: E402
+from msgx_engine.config import Settings  # noqa: E402
+from msgx_engine.db import make_engine  # noqa: E402
+from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
+from msgx_engine.mailbox.tables import cminmsgs  # noqa: E402
+from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
+from msgx_engine.store import migrate  # noqa: E402
+
+PG = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MYSQL_HOST, MYSQL_PORT = "127.0.0.1", 3306
+TAG = f"msgx_bench_{uuid.uuid4().hex[:6]}"
+
+
+def pg_db(name: str) -> str:
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = PG.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def mysql_db(name: str) -> str:
+    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
+        conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    url = f"mysql+pymysql://root@{MYSQL_HOST}:{MYSQL_PORT}/{name}"
+    Mailbox(url).init()
+    return url
+
+
+def drop(names: list[str]) -> None:
+    with psycopg.connect(PG, autocommit=True) as conn:
+        for n in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
+    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{TAG}`")
+
+
+def workload(n: int, flights: int) -> list[tuple[str, list[tuple[int, str]], str]]:
+    """(flid, gates, xml) per message; each flight gets a different gate set every time."""
+    out = []
+    for i in range(n):
+        flid = f"BF{i % flights:05d}"
+        gates = [(1, f"G{i % 97:02d}"), (2, f"H{i % 89:02d}")]
+        out.append((flid, gates, gtdt(flid, *gates)))
+    return out
+
+
+def run_protocol(pg_url: str, mb_url: str, work, profile: bool) -> float:
+    mailbox = Mailbox(mb_url)
+    with mailbox.engine.begin() as conn:
+        for start in range(0, len(work), 1000):
+            conn.execute(cminmsgs.insert(), [{"CMINMSGS_CLOB_MSG": x, "CMINMSGS_STATUS": "VALID"}
+                                            for _, _, x in work[start:start + 1000]])
+    mailbox.dispose()
+    settings = Settings(db_url=pg_url, mailbox_url=mb_url, kafka_bootstrap=None, redis_url=None,
+                        home=Path("/tmp") / TAG)
+    app = App.from_settings(settings)
+    app.check_ready()
+    pump = app.pump(PumpOptions())
+    prof = cProfile.Profile() if profile else None
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    summary = pump.run()
+    if prof:
+        prof.disable()
+    elapsed = time.perf_counter() - t0
+    done = sum(summary.processed.values())
+    assert done == len(work), f"processed {done} of {len(work)}: {summary.processed}"
+    assert summary.marked == len(work), f"marked {summary.marked}"
+    app.dispose()
+    if prof:
+        pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
+    return elapsed
+
+
+def run_floor(pg_url: str, work) -> float:
+    dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn) as conn:
+        t0 = time.perf_counter()
+        for msg_id, (flid, gates, _) in enumerate(work, start=1):
+            cur = conn.execute("SELECT state_version FROM flight_schd WHERE flid = %s FOR UPDATE", (flid,))
+            row = cur.fetchone()
+            conn.execute("SELECT ordinal, gate, gtyp FROM flight_gate WHERE flid = %s ORDER BY ordinal", (flid,))
+            version = (row[0] if row else 0) + 1
+            conn.execute(
+                "INSERT INTO flight_schd (flid, state_version, last_message_id) VALUES (%s, %s, %s) "
+                "ON CONFLICT (flid) DO UPDATE SET state_version = excluded.state_version, "
+                "last_message_id = excluded.last_message_id, updated_at = now()", (flid, version, msg_id))
+            conn.execute("DELETE FROM flight_gate WHERE flid = %s", (flid,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO flight_gate (flid, ordinal, source_seq, record_version, gate, gtyp) "
+                    "VALUES (%s, %s, %s, %s, %s, 'D')",
+                    [(flid, o, str(o), version, g) for o, g in gates])
+                payload = json.dumps({"FLID": flid, "GTDT": gates})
+                cur.executemany(
+                    "INSERT INTO msg_event (msg_id, flid, topic, kind, state_version, payload) "
+                    "VALUES (%s, %s, %s, %s, %s, %s)",
+                    [(msg_id, flid, "msg", "change", version, payload),
+                     (msg_id, flid, "schd", "state", version, payload)])
+            conn.commit()
+        return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--messages", type=int, default=5000)
+    ap.add_argument("--flights", type=int, default=500)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    work = workload(args.messages, args.flights)
+    names = [f"{TAG}_p", f"{TAG}_f"]
+    try:
+        pg_proto, pg_floor = pg_db(names[0]), pg_db(names[1])
+        mb = mysql_db(TAG)
+        floor_s = run_floor(pg_floor, work)
+        proto_s = run_protocol(pg_proto, mb, work, args.profile)
+    finally:
+        drop(names)
+    n = len(work)
+    floor_rate, proto_rate = n / floor_s, n / proto_s
+    print(f"messages: {n} GTDT over {args.flights} flights")
+    print(f"raw floor (psycopg state transaction): {floor_rate:8.0f} msg/s  ({floor_s:.2f}s)")
+    print(f"full protocol (mailbox -> terminal+mark): {proto_rate:8.0f} msg/s  ({proto_s:.2f}s)")
+    print(f"ratio protocol/floor: {proto_rate / floor_rate:.2f}  (target >= 0.4; DESIGN 0.5)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,172 @@
+"""Every status path of the protocol (issue 3 points 1, 4, 5, 6, 7; DESIGN §2).
+
+Each test asserts proc_state, the flight tables, msg_event and the mailbox mark. Time moves only
+through the ManualClock (no sleeps).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import delete
+
+from msgx_engine.app import App
+from msgx_engine.config import Settings
+from msgx_engine.mailbox.tables import cminmsgs
+from tests.builders import envelope, gtdt
+from tests.pipeline_support import (
+    assert_no_effect,
+    drain_now,
+    events,
+    flight_count,
+    gates,
+    history,
+    is_marked,
+    proc,
+    register,
+    todo,
+)
+
+
+def test_succeeded_writes_state_events_status_and_mark(app, clock):
+    """US-03 AC6, INV-17b, US-09 AC1/AC3, C-15: SUCCEEDED with applied_at, identity bound, payload
+    hash, stable created_at; gates written; two events released; todo DONE; mark written."""
+    created = clock.now()
+    m = app.mailbox.put(gtdt("S1", (1, "A1"), (2, "B2")))
+    register(app)
+    clock.advance(3)
+    drain_now(app)
+    row = proc(app, m)
+    assert (row.status, row.reason, row.attempts) == ("SUCCEEDED", None, 0)
+    assert row.created_at == created and row.applied_at == created + timedelta(seconds=3)
+    assert row.identity_key.startswith("AODB|FLOP|GTDT|") and len(row.payload_hash) == 64
+    assert row.terminal_at is not None and row.dup_of is None
+    assert gates(app, "S1") == [(1, "A1"), (2, "B2")]
+    ev = events(app, m)
+    assert [(e.topic, e.kind) for e in ev] == [("msg", "change"), ("schd", "state")]
+    assert all(e.released_at is not None for e in ev)
+    assert todo(app, m).status == "DONE" and is_marked(app, m)
+    assert history(app, m) == [("SUCCEEDED", None, None, None)]
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("this is not xml", "malformed"),
+    ('<?xml version="1.0"?><MSG><META><SNDR>AODB</SNDR></META></MSG>', "malformed"),
+    ('<!DOCTYPE x [<!ENTITY a "b">]><MSG/>', "forbidden"),
+])
+def test_undecodable_goes_dead_without_effect_and_is_marked(app, body, reason):
+    """US-03 AC2/AC4, INV-30: MALFORMED goes DEAD at once (no retry), no business effect, still marked."""
+    m = app.mailbox.put(body)
+    drain_now(app)
+    row = proc(app, m)
+    assert (row.status, row.reason, row.error_class, row.attempts) == ("DEAD", reason, "MALFORMED", 0)
+    assert row.error_detail
+    assert flight_count(app) == 0 and events(app, m) == []
+    assert is_marked(app, m)
+
+
+def test_oversize_goes_dead(settings, clock):
+    """US-03 AC2: a body over the size limit is DEAD(oversize), marked, no effect."""
+    app = App.from_settings(replace(settings, max_body_bytes=200), clock=clock)
+    try:
+        m = app.mailbox.put(gtdt("S2", (1, "A1")))
+        drain_now(app)
+        assert (proc(app, m).status, proc(app, m).reason) == ("DEAD", "oversize")
+        assert flight_count(app) == 0 and is_marked(app, m)
+    finally:
+        app.dispose()
+
+
+@pytest.mark.parametrize("mtype,styp,rule", [("LDM", "NONE", "LDM-*"), ("RSTA", "UPD", "RSTA-*"),
+                                             ("ldm", "x", "LDM-*")])
+def test_default_ignore_rules_skip_before_identity(app, mtype, styp, rule):
+    """US-04 AC1/AC2/AC3, D9: default LDM-*/RSTA-*, case-insensitive; SKIPPED(ignored:<rule>) before
+    identity binding (no identity_key), no effect, marked."""
+    m = app.mailbox.put(envelope(mtype, styp, "<X>1</X>\n"))
+    drain_now(app)
+    row = proc(app, m)
+    assert (row.status, row.reason, row.identity_key) == ("SKIPPED", f"ignored:{rule}", None)
+    assert_no_effect(app, m)
+    assert is_marked(app, m)
+
+
+def test_configured_ignore_rule(settings, clock):
+    """US-04: the rule list is configurable; a FLOP-GTDT rule ignores GTDT, and LDM is no longer ignored."""
+    app = App.from_settings(replace(settings, ignore_rules=("flop-gtdt",)), clock=clock)
+    try:
+        a = app.mailbox.put(gtdt("S3", (1, "A1")))
+        b = app.mailbox.put(envelope("LDM", "NONE", "<X>1</X>\n"))
+        drain_now(app)
+        assert (proc(app, a).status, proc(app, a).reason) == ("SKIPPED", "ignored:flop-gtdt")
+        assert (proc(app, b).status, proc(app, b).reason) == ("SKIPPED", "unsupported")
+        assert gates(app, "S3") == [] and is_marked(app, a) and is_marked(app, b)
+    finally:
+        app.dispose()
+
+
+def test_settings_read_ignore_rules_from_env(monkeypatch):
+    """US-04: MSGX_IGNORE_RULES configures the list."""
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
+    monkeypatch.setenv("MSGX_IGNORE_RULES", "LDM-*, eror-*")
+    assert Settings.from_env().ignore_rules == ("LDM-*", "eror-*")
+
+
+def test_duplicate_and_identity_conflict(app, caplog):
+    """US-03 AC3, INV-9: same identity + same content (new DTTM) -> SKIPPED(duplicate, dup_of);
+    different content -> SKIPPED(identity_conflict, dup_of) with an ALERT log; neither has effect;
+    all marked."""
+    first = app.mailbox.put(gtdt("S4", (1, "A1"), seqn=777001))
+    dup = app.mailbox.put(gtdt("S4", (1, "A1"), seqn=777001, dttm="20210123060000"))
+    clash = app.mailbox.put(gtdt("S4", (1, "Z9"), seqn=777001))
+    with caplog.at_level(logging.ERROR):
+        drain_now(app)
+    assert proc(app, first).status == "SUCCEEDED"
+    assert (proc(app, dup).status, proc(app, dup).reason, proc(app, dup).dup_of) == ("SKIPPED", "duplicate", first)
+    c = proc(app, clash)
+    assert (c.status, c.reason, c.dup_of) == ("SKIPPED", "identity_conflict", first)
+    assert "ALERT identity conflict" in caplog.text
+    assert gates(app, "S4") == [(1, "A1")]
+    assert_no_effect(app, dup)
+    assert_no_effect(app, clash)
+    assert all(is_marked(app, i) for i in (first, dup, clash))
+
+
+def test_public_samples_sharing_an_identity_do_not_crash(app, samples):
+    """US-03 AC3: APPT/01 and APPT/02 share AODB|FLOP|APPT|1243: the second is a duplicate or a
+    conflict (recorded against the first), never an error."""
+    a = app.mailbox.put((samples / "APPT" / "01_APPT.xml").read_text())
+    b = app.mailbox.put((samples / "APPT" / "02_APPT.xml").read_text())
+    drain_now(app)
+    assert proc(app, a).status in ("SUCCEEDED", "SKIPPED", "DEAD")
+    row = proc(app, b)
+    if proc(app, a).identity_key is not None:
+        assert (row.status, row.dup_of) == ("SKIPPED", a) and row.reason in ("duplicate", "identity_conflict")
+    assert is_marked(app, a) and is_marked(app, b)
+
+
+def test_unsupported_type_is_skipped_not_retried(app):
+    """D8, INV-30: a well-formed unknown TYPE is SKIPPED(unsupported) at once and never blocks the head."""
+    m = app.mailbox.put(envelope("QQQ", "NONE", "<QQQ>1</QQQ>\n"))
+    after = app.mailbox.put(gtdt("S5", (1, "A1")))
+    drain_now(app)
+    assert (proc(app, m).status, proc(app, m).reason, proc(app, m).attempts) == ("SKIPPED", "unsupported", 0)
+    assert proc(app, after).status == "SUCCEEDED"
+    assert_no_effect(app, m)
+    assert is_marked(app, m)
+
+
+def test_vanished_row_is_dead_missing(app):
+    """A registered row that disappears from the mailbox before processing: DEAD(missing), todo FAILED
+    (recorded: it cannot be marked)."""
+    m = app.mailbox.put(gtdt("S6", (1, "A1")))
+    register(app)
+    with app.mailbox.engine.connect() as mconn:
+        mconn.execute(delete(cminmsgs).where(cminmsgs.c.CMINMSGS_ID == m))
+    drain_now(app)
+    assert (proc(app, m).status, proc(app, m).reason) == ("DEAD", "missing")
+    t = todo(app, m)
+    assert (t.status, t.last_error) == ("FAILED", "mailbox row not found")
