@@ -158,3 +158,26 @@ def test_msgx_serve_refuses_a_public_bind(env_for):
                           env=env_for(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "refusing to listen on '0.0.0.0'" in proc.stderr
+
+
+def test_msgx_serve_refuses_an_unmigrated_database(env_for, pg_dbs):
+    """OPS-1 startup refusal: serve checks the state database before opening the port."""
+    env = env_for(MSGX_DB_URL=pg_dbs.fresh(migrated=False))
+    proc = subprocess.run([sys.executable, "-m", "msgx_engine.cli", "serve", "--port", "1"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "msgx db upgrade" in proc.stderr
+
+
+def test_unexpected_failure_is_500_with_the_error_json(app):
+    """Q3: even a crash answers the documented shape (internal_error), never a bare traceback."""
+
+    class Broken:
+        def register(self, window: SyncWindow) -> object:
+            raise RuntimeError("boom")
+
+    client = TestClient(create_app(mailbox=app.mailbox, engine=app.engine, schd_sync=Broken()),
+                        raise_server_exceptions=False)
+    resp = sync(client, {"startDate": "2021-01-23 00:00", "endDate": "2021-01-23 23:59"})
+    assert_refused(resp, 500, "internal_error")
+    assert "boom" not in resp.text
