@@ -1,0 +1,158 @@
+"""FLOP/FDEL/ADFT handlers: pure decisions, and the code-share cascade's atomicity on real servers.
+
+The golden cases (test_flop_golden.py) pin the five faces of each subtype; these tests state the
+rules behind them directly, so a wrong golden cannot hide a broken rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+from builders import envelope, flop
+from sqlalchemy import select, text
+
+from msgx_engine.handlers.changes import effective
+from msgx_engine.handlers.codeshare import delete_flights
+from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
+from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
+from msgx_engine.pipeline.intake import Intake
+from msgx_engine.pipeline.pump import PumpOptions, try_lock
+from msgx_engine.sis.catalogue import FLOP_SUBTYPES
+from msgx_engine.sis.decode import SisRefused, decode
+from msgx_engine.state.model import Clear, FlightState, Replace, Set, freeze_entry
+from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.tables import proc_state
+
+
+def state(flid: str, deleted: bool = False, **fields) -> FlightState:
+    frozen = {k: (tuple(freeze_entry(e) for e in v) if isinstance(v, list) else v) for k, v in fields.items()}
+    return FlightState(flid=flid, fields=MappingProxyType(dict(sorted(frozen.items()))), state_version=2,
+                       deleted=deleted)
+
+
+def test_every_catalogue_subtype_has_a_handler_and_grouped_shapes_are_kept():
+    """US-05 AC1: all 48 catalogue FLOP subtypes plus the FLTR-only ones; grouped payloads keep
+    their shape (EXSS, HNAG, TAOP, VIPP)."""
+    assert FLOP_SUBTYPES <= SUPPORTED_SUBTYPES
+    assert {"ESTT", "ACTT", "PAXC", "CSOP", "CSFT", "MAID", "LBNO", "LBWT"} <= SUPPORTED_SUBTYPES
+    assert SUBTYPE_ELEMENTS["HNAG"] == ("FHAG", "PHAG", "MHAG")
+    assert SUBTYPE_ELEMENTS["TAOP"] == ("TAOP", "TAFL", "TAID")
+    assert "FFID" not in SUBTYPE_ELEMENTS and "TAFL" not in SUBTYPE_ELEMENTS
+
+
+def test_present_absent_empty_follow_d7():
+    """FS §5.2, D7, INV-14b: present -> Set, empty -> Clear, other fields untouched."""
+    msg = decode(flop("HNAG", "F1", "\t\t<FHAG>A1</FHAG>\n\t\t<PHAG></PHAG>\n").encode())
+    decision = handle_flop(msg, {"F1": state("F1", PHAG="P", MHAG="M")})
+    assert decision.outcome == APPLY
+    (change,) = decision.changes
+    assert Set("FHAG", "A1") in change.commands and Clear("PHAG") in change.commands
+    assert not any(c.key == "MHAG" for c in change.commands)
+
+
+def test_blocks_for_one_flid_become_one_change_in_input_order():
+    """A flight is written once per message; the later block wins (FS §5.3 order)."""
+    body = "".join(f"\t<FLOP>\n\t\t<FLID>F1</FLID>\n\t\t<STND>{s}</STND>\n\t</FLOP>\n" for s in ("S1", "S2"))
+    decision = handle_flop(decode(envelope("FLOP", "STND", body).encode()), {})
+    (change,) = decision.changes
+    assert [c.value for c in change.commands if isinstance(c, Set)] == ["S1", "S2"]
+
+
+@pytest.mark.parametrize("payload, named", [
+    ("\t\t<STND>S1</STND>\n\t\t<GATE>G1</GATE>\n", "FLOP/GATE is not in the catalogue"),
+    ("\t\t<STND>S1</STND>\n\t\t<RENO>B1</RENO>\n", "FLOP/RENO is not part of subtype STND"),
+    ("\t\t<STND>S1</STND>\n\t\tjunk\n", "stray text 'junk'"),
+    ('\t\t<STND X="1">S1</STND>\n', "STND has attributes"),
+    ("\t\t<STND>S1</STND>\n\t\t<STND>S2</STND>\n", "STND appears 2 times"),
+])
+def test_nothing_is_dropped_silently(payload, named):
+    """G-FLOP-UNMAPPED: anything without a place makes the message DEAD(malformed), named."""
+    decision = handle_flop(decode(flop("STND", "F1", payload).encode()), {})
+    assert decision.outcome == DEAD and decision.reason == "malformed"
+    assert named in decision.detail
+
+
+def test_whitespace_is_not_content():
+    """G-FLOP-UNMAPPED exception: whitespace between elements is fine."""
+    decision = handle_flop(decode(flop("STND", "F1", "\n\n\t\t<STND> S1 </STND>\n   \n").encode()), {})
+    assert decision.outcome == APPLY and Set("STND", "S1") in decision.changes[0].commands
+
+
+def test_missing_flid_and_unknown_subtype():
+    """US-03 AC2 / D8: an empty FLID is malformed (refused by decoding already); an unknown subtype
+    is SKIPPED(unsupported)."""
+    with pytest.raises(SisRefused, match="malformed"):
+        decode(flop("STND", "", "<STND>S</STND>").encode())
+    skipped = handle_flop(decode(flop("XXXX", "F1", "<XXXX>1</XXXX>").encode()), {})
+    assert skipped.outcome == SKIP and skipped.reason == "unsupported"
+
+
+def test_invalid_enumeration_is_dead():
+    """Issue #4 item 3: FDIV@DDIR must be TO/FROM."""
+    decision = handle_flop(decode(flop("FDIV", "F1", '<FDIV DDES="HKG" DDIR="TOO">X</FDIV>').encode()), {})
+    assert decision.outcome == DEAD and "DDIR" in decision.detail
+
+
+def test_effective_drops_no_ops():
+    """US-05 AC5 value-equal comparison; FS §5.4 unknown flight; INV-29 only ADFT restores."""
+    live, gone = state("F1", STND="S1"), state("F1", deleted=True, STND="S1")
+    same = FlightChange("F1", (Set("STND", "S1"),))
+    assert effective(same, live) is None
+    assert effective(same, None) == same                                   # creates
+    assert effective(replace(same, create=False), None) is None
+    assert effective(FlightChange("F1", (Set("STND", "S2"),)), gone) is None  # deleted: no effect
+    assert effective(replace(same, undelete=True), gone) is not None          # ADFT restores
+    assert effective(FlightChange("F1", (Clear("GTDT"),)), live) is None     # clearing nothing
+
+
+def test_delete_cascade_rules():
+    """INV-21, US-05 AC4, C-25: child -> master's MAFL updated; master -> children deleted too."""
+    mafl = [{"FLID": "C1", "FLNO": "MU1"}, {"FLID": "C2", "FLNO": "MU2"}]
+    flights = {"M": state("M", MAFL=mafl), "C1": state("C1", MAID="M"), "C2": state("C2", MAID="M")}
+    children = {"M": ["C1", "C2"]}
+    child = delete_flights(["C1"], flights, children)
+    assert [(c.flid, c.delete) for c in child] == [("C1", True), ("M", False)]
+    assert child[1].commands == (Replace("MAFL", (freeze_entry(mafl[1]),)),)
+    master = delete_flights(["M"], flights, children)
+    assert [(c.flid, c.delete) for c in master] == [("M", True), ("C1", True), ("C2", True)]
+    assert delete_flights(["NOPE"], flights, children) == []
+    assert delete_flights(["C1"], {**flights, "C1": replace(flights["C1"], deleted=True)}, children) == []
+
+
+def test_fdel_marker_must_be_empty():
+    """FDEL peer rule: a non-empty marker is malformed, never a delete."""
+    decision = handle_fdel(decode(flop("FDEL", "F1", "<FDEL>x</FDEL>").encode()), {"F1": state("F1")}, {})
+    assert decision.outcome == DEAD
+
+
+def test_master_delete_is_atomic_with_its_children(app, clock):
+    """INV-22, US-05 AC5: a failure while deleting one child rolls back the whole cascade (no
+    half-deleted pair); the retry then deletes master and children together."""
+    family = [state("M", MAFL=[{"FLID": "C1"}, {"FLID": "C2"}]), state("C1", MAID="M"), state("C2", MAID="M")]
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states(family)
+        conn.execute(text(
+            "CREATE FUNCTION refuse_c2() RETURNS trigger AS $$ BEGIN "
+            "IF NEW.flid = 'C2' AND NEW.deleted THEN RAISE EXCEPTION 'injected'; END IF; RETURN NEW; END $$ "
+            "LANGUAGE plpgsql"))
+        conn.execute(text("CREATE TRIGGER refuse_c2 BEFORE UPDATE ON flight_schd FOR EACH ROW "
+                          "EXECUTE FUNCTION refuse_c2()"))
+    app.mailbox.put(flop("FDEL", "M", "<FDEL/>"))
+    with app.engine.connect() as conn:
+        assert try_lock(conn)            # the writer lock a pump would hold (OPS-1)
+        Intake(app.mailbox, clock).scan(conn)
+        result = app.processor().step(conn)
+        assert result.status == "FAILED"
+        states = FlightRepository(conn).load(["M", "C1", "C2"])
+        assert [states[f].deleted for f in ("M", "C1", "C2")] == [False, False, False]
+        assert {s.state_version for s in states.values()} == {2}
+        conn.execute(text("DROP TRIGGER refuse_c2 ON flight_schd"))
+        conn.commit()
+    clock.advance(60)
+    app.pump(PumpOptions()).run()
+    with app.engine.connect() as conn:
+        states = FlightRepository(conn).load(["M", "C1", "C2"])
+        assert conn.execute(select(proc_state.c.status)).scalar_one() == "SUCCEEDED"
+    assert [states[f].deleted for f in ("M", "C1", "C2")] == [True, True, True]

@@ -1,0 +1,131 @@
+"""Properties of the pure merge engine and the whole-state serialisation (FS §5.3, §5.5, §6.2).
+
+Hypothesis generates states and commands over the real field catalogue (scalars, the 10
+collections, exception objects, text groups), so every kind of key is exercised.
+"""
+
+from __future__ import annotations
+
+import json
+from types import MappingProxyType
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from msgx_engine.sis.fields import COLLECTION_BY_KEY, OBJECT_BY_KEY, TEXT_GROUP_BY_KEY
+from msgx_engine.state.model import (
+    ALL_KEYS,
+    SCALAR_KEYS,
+    Clear,
+    FlightState,
+    Replace,
+    Set,
+    apply,
+    freeze_entry,
+    full_state_commands,
+    kind_of,
+)
+from msgx_engine.state.serialize import state_from_json, state_json
+
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=6)
+
+
+def entry_for(key: str) -> st.SearchStrategy[dict]:
+    spec = COLLECTION_BY_KEY.get(key) or TEXT_GROUP_BY_KEY.get(key)
+    if spec is not None:
+        parts = (spec.seq_attr,) * bool(spec.seq_attr) + spec.children + getattr(spec, "attrs", ())
+        parts += ("TEXT",) * getattr(spec, "text", False)
+    else:
+        parts = OBJECT_BY_KEY[key].parts
+    return st.dictionaries(st.sampled_from(parts), text, min_size=1)
+
+
+def value_for(key: str):
+    kind = kind_of(key)
+    if kind == "scalar":
+        return text
+    if kind == "object":
+        return entry_for(key).map(freeze_entry)
+    return st.lists(entry_for(key).map(freeze_entry), min_size=1, max_size=3).map(tuple)
+
+
+keys = st.sampled_from(sorted(ALL_KEYS))
+
+
+@st.composite
+def states(draw) -> FlightState:
+    chosen = draw(st.lists(keys, unique=True, max_size=8))
+    fields = {k: draw(value_for(k)) for k in chosen}
+    return FlightState(flid=draw(text), fields=MappingProxyType(dict(sorted(fields.items()))),
+                       state_version=draw(st.integers(0, 10**6)))
+
+
+@st.composite
+def commands(draw):
+    key = draw(keys)
+    kind = kind_of(key)
+    if draw(st.booleans()):
+        return Clear(key)
+    if kind == "list":
+        return Replace(key, draw(st.lists(entry_for(key), max_size=3).map(tuple)))
+    value = draw(value_for(key))
+    return Set(key, dict(value) if kind == "object" else value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(states(), st.lists(commands(), max_size=6))
+def test_absent_fields_never_change(state, cmds):
+    """FS §5.2 / INV-14b: a key no command names keeps its value; the version advances by one."""
+    result = apply(state, cmds, message_id=7)
+    named = {c.key for c in cmds}
+    for key in ALL_KEYS - named:
+        assert result.state.fields.get(key) == state.fields.get(key)
+    assert result.state.state_version == state.state_version + 1
+    assert result.changed <= named and result.cleared <= result.changed
+
+
+@settings(max_examples=200, deadline=None)
+@given(states(), st.sampled_from(sorted(COLLECTION_BY_KEY) + sorted(TEXT_GROUP_BY_KEY)), st.data())
+def test_replace_then_replace_equals_the_last_replace(state, key, data):
+    """FS §5.2: a collection is replaced whole, so only the last Replace counts."""
+    first = Replace(key, data.draw(st.lists(entry_for(key), max_size=3).map(tuple)))
+    last = Replace(key, data.draw(st.lists(entry_for(key), max_size=3).map(tuple)))
+    both = apply(state, [first, last], message_id=1).state
+    only = apply(state, [last], message_id=1).state
+    assert both.fields == only.fields
+
+
+@settings(max_examples=200, deadline=None)
+@given(states())
+def test_serialisation_round_trips(state):
+    """FS §5.5 / §6.2: state_from_json inverts state_json; collections stay arrays, never strings."""
+    back = state_from_json(state_json(state))
+    assert back.fields == state.fields and back.flid == state.flid
+    assert back.state_version == state.state_version
+    doc = json.loads(state_json(state))
+    for key in state.fields:
+        assert isinstance(doc[key], list if kind_of(key) == "list" else (dict, str))
+
+
+@settings(max_examples=200, deadline=None)
+@given(states(), st.randoms(use_true_random=False))
+def test_equal_states_serialise_to_equal_bytes(state, rnd):
+    """FS §5.5: the same state built in another key order (fields and entry keys) gives the same bytes."""
+    items = list(state.fields.items())
+    rnd.shuffle(items)
+    shuffled = {}
+    for key, value in items:
+        if isinstance(value, tuple):
+            value = tuple(freeze_entry(dict(reversed(list(e.items())))) for e in value)
+        shuffled[key] = value
+    other = FlightState(flid=state.flid, fields=MappingProxyType(shuffled), state_version=state.state_version)
+    assert state_json(other).encode() == state_json(state).encode()
+
+
+@settings(max_examples=100, deadline=None)
+@given(states(), states())
+def test_full_state_commands_make_exactly_those_fields(before, target):
+    """D1 / FS §4.2 ADFT: a whole-state rewrite leaves exactly the target's fields, whatever was there."""
+    result = apply(before, full_state_commands(target.fields), message_id=1)
+    assert result.state.fields == target.fields
+    assert SCALAR_KEYS & set(result.cleared) <= set(before.fields)

@@ -1,0 +1,55 @@
+"""Read path (FS §9 gap closed): a batch of flights with all details loads in a constant number of
+SQL statements, and what is read equals what was written (one writer path, FS §5.4)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from sqlalchemy import event
+
+from msgx_engine.state.model import FlightState, freeze_entry
+from msgx_engine.store.flights import FlightRepository
+
+
+def flight(n: int) -> FlightState:
+    gates = tuple(freeze_entry({"GTNO": str(g), "GATE": f"G{n}-{g}"}) for g in (1, 2))
+    fields = {"STND": f"S{n}", "GTDT": gates, "DELY": (freeze_entry({"CODE": "93", "TEXT": "late"}),),
+              "ROUT": (freeze_entry({"RTNO": "1", "APCD": "PEK"}),),
+              "ERUT": (freeze_entry({"RTNO": "1", "APCD": "SHA"}), freeze_entry({"RTNO": "2", "APCD": "CTU"})),
+              "FDIV": freeze_entry({"DDES": "HKG", "DDIR": "TO", "TEXT": "WX"}),
+              "SRVT": (freeze_entry({"SRTC": "ATN", "SRQT": "2"}),)}
+    if n % 10 == 1:
+        fields["MAID"] = "F000000"
+    return FlightState(flid=f"F{n:06d}", fields=MappingProxyType(dict(sorted(fields.items()))), state_version=1)
+
+
+class StatementCounter:
+    def __init__(self, engine) -> None:
+        self.count = 0
+        event.listen(engine, "before_cursor_execute", self._hit)
+
+    def _hit(self, *args) -> None:
+        self.count += 1
+
+
+def test_loading_1000_flights_issues_a_constant_number_of_statements(app):
+    """FS §9 / issue #4 item 7: 1,000 flights cost the same statements as 10 (1 main + 9 detail
+    tables), inside one transaction; load_with_relatives adds a constant 1 + 10."""
+    written = [flight(n) for n in range(1000)]
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states(written)
+    counter = StatementCounter(app.engine)
+    counts = {}
+    for size in (10, 1000):
+        with app.engine.begin() as conn:
+            before = counter.count
+            states = FlightRepository(conn).load([s.flid for s in written[:size]])
+            counts[size] = counter.count - before
+        assert len(states) == size
+    assert counts[10] == counts[1000] == 10
+    assert {s.flid: s.fields for s in written} == {f: s.fields for f, s in states.items()}
+    with app.engine.begin() as conn:
+        before = counter.count
+        flights, children = FlightRepository(conn).load_with_relatives(["F000000"])
+        relatives = counter.count - before
+    assert relatives == 21 and len(children["F000000"]) == 100 and len(flights) == 101
