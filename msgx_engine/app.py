@@ -9,6 +9,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.config import ConfigError, Settings
 from msgx_engine.db import make_engine
+from msgx_engine.delivery.projection import post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.clock import Clock, DatabaseClock
@@ -32,7 +33,9 @@ class App:
         assert settings.db_url and settings.mailbox_url
         engine = make_engine(settings.db_url)
         mailbox = Mailbox(settings.mailbox_url)
-        return cls(settings, engine, mailbox, clock or DatabaseClock(engine))
+        # Redis projection between transaction 1 and 2 (INV-23); none when MSGX_REDIS_URL is unset.
+        return cls(settings, engine, mailbox, clock or DatabaseClock(engine),
+                   post_commit=post_commit_hooks(settings.redis_url))
 
     def check_ready(self) -> None:
         """Startup refusal (OPS-1): unreachable servers, missing migrations or mailbox tables stop us."""

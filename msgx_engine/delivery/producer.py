@@ -1,0 +1,176 @@
+"""The Kafka side of delivery: an idempotent producer and a ``send`` that trusts only delivery reports.
+
+D14/US-07 AC5: ``acks=all``, ``enable.idempotence=true`` and ``max.in.flight=1`` are forced;
+configuration that tries to weaken them is refused, not silently downgraded. ``flush()``'s
+return value is never read as success: a record counts as delivered only when its own delivery
+report arrived without an error. A fatal producer error (confluent-kafka raises it from
+``poll``/``flush``/``produce``, e.g. UNKNOWN_PRODUCER_ID after a broker lost its state) makes the
+producer unusable; ``KafkaSink`` then builds a new one and the caller resends from its first
+unsent record.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from msgx_engine.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+FORCED = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per.connection": 1}
+_FORCED_TEXT = {"acks": ("all", "-1"), "enable.idempotence": ("true",), "max.in.flight.requests.per.connection": ("1",)}
+
+
+def producer_config(bootstrap: str, *, delivery_timeout_s: float = 30.0,
+                    extra: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The producer configuration; ``extra`` may tune anything except the forced delivery guarantees."""
+    conf: dict[str, object] = {
+        "bootstrap.servers": bootstrap,
+        "client.id": "msgx-dispatcher",
+        "linger.ms": 5,
+        "message.timeout.ms": int(delivery_timeout_s * 1000),  # the send timeout bound (US-07 AC1)
+        "log_level": 3,
+    }
+    for key, value in (extra or {}).items():
+        if key in FORCED and str(value).lower() not in _FORCED_TEXT[key]:
+            raise ConfigError(f"Kafka producer setting {key}={value!r} is refused: msgx requires "
+                              f"{key}={FORCED[key]!r} (D14, US-07 AC5)")
+        conf[key] = value
+    conf.update(FORCED)
+    return conf
+
+
+@dataclass(frozen=True)
+class Record:
+    """One Kafka record; ``event_id`` names the outbox row it carries (the last one for ``schd``)."""
+
+    topic: str
+    key: str
+    value: str
+    event_id: int
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class SendResult:
+    """Per-record outcome in input order: ``None`` = delivered (report without error), else why not."""
+
+    errors: list[str | None]
+    fatal: str | None = None
+
+    @property
+    def delivered(self) -> list[int]:
+        return [i for i, e in enumerate(self.errors) if e is None]
+
+
+ProducerFactory = Callable[[dict], Producer]
+
+
+@dataclass
+class KafkaSink:
+    """Owns one producer at a time; rebuilds it after a fatal error."""
+
+    bootstrap: str
+    delivery_timeout_s: float = 30.0
+    extra: Mapping[str, object] = field(default_factory=dict)
+    factory: ProducerFactory = Producer
+    rebuilds: int = 0
+
+    def __post_init__(self) -> None:
+        self.config = producer_config(self.bootstrap, delivery_timeout_s=self.delivery_timeout_s, extra=self.extra)
+        self._producer: Producer | None = None
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            self._producer = self.factory(self.config)
+        return self._producer
+
+    def send(self, records: Sequence[Record]) -> SendResult:
+        """Produce in order and wait for every delivery report (bounded by the delivery timeout)."""
+        reports: dict[int, KafkaError | None] = {}
+        refused: str | None = None
+        fatal: str | None = None
+        produced = 0
+        try:
+            for i, rec in enumerate(records):
+                try:
+                    self._produce(rec, i, reports)
+                except BufferError as exc:  # local queue full: the rest waits for the next round
+                    refused = f"local queue full: {exc}"
+                    break
+                except KafkaException as exc:
+                    if _is_fatal(exc):
+                        raise
+                    # A local refusal of one record (e.g. too large): stop so nothing overtakes it.
+                    refused = f"produce refused: {exc.args[0] if exc.args else exc}"
+                    break
+                produced += 1
+            self._await(reports, produced)
+        except KafkaException as exc:
+            fatal = str(exc.args[0] if exc.args else exc)
+        if fatal is None and len(reports) < produced:
+            fatal = f"{produced - len(reports)} delivery report(s) missing after {self.delivery_timeout_s:.0f}s"
+        if fatal is not None:
+            log.error("Kafka producer unusable (%s); rebuilding it, unsent records are resent", fatal)
+            self._discard()
+        missing = f"fatal: {fatal}" if fatal else (refused or "not produced")
+        errors = [_describe(reports.get(i, _MISSING), missing) for i in range(len(records))]
+        return SendResult(errors, fatal)
+
+    def _produce(self, rec: Record, index: int, reports: dict[int, KafkaError | None]) -> None:
+        def on_delivery(err: KafkaError | None, _msg, i: int = index) -> None:
+            reports[i] = err  # a plain dict store: safe even while a fatal exception is pending
+
+        headers = [(k, v.encode()) for k, v in rec.headers]
+        self.producer.produce(rec.topic, key=rec.key.encode(), value=rec.value.encode(), headers=headers,
+                              on_delivery=on_delivery)
+        self.producer.poll(0)
+
+    def _await(self, reports: dict, produced: int) -> None:
+        """Serve delivery reports until all ``produced`` arrived or the delivery timeout passed."""
+        deadline = time.monotonic() + self.delivery_timeout_s + 5.0
+        while len(reports) < produced and time.monotonic() < deadline:
+            self.producer.flush(min(1.0, max(0.0, deadline - time.monotonic())))
+
+    def _discard(self) -> None:
+        """Drop the producer: purge what it still holds (those records are resent by the caller)."""
+        producer, self._producer = self._producer, None
+        self.rebuilds += 1
+        if producer is None:
+            return
+        try:
+            producer.purge(in_queue=True, in_flight=True)
+            producer.flush(0)
+        except Exception:  # noqa: BLE001 - a fatal producer may refuse even this
+            pass
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        if self._producer is not None:
+            try:
+                self._producer.flush(timeout_s)
+            except KafkaException:
+                pass
+            self._producer = None
+
+
+_MISSING = object()
+
+
+def _is_fatal(exc: KafkaException) -> bool:
+    err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+    return err is None or err.fatal() or err.code() == KafkaError._FATAL
+
+
+def _describe(report: object, missing: str) -> str | None:
+    if report is _MISSING:
+        return missing
+    if report is None:
+        return None
+    assert isinstance(report, KafkaError)
+    return f"{report.name()}: {report.str()}"

@@ -1,0 +1,183 @@
+"""The Redis projection ``flightInfo`` (D10, INV-23, INV-24): field FLID, value = whole-state JSON.
+
+Written by a post-commit hook between transaction 1 and 2, so a message only becomes terminal
+once its flights are projected; a Redis error raises and leaves the message non-terminal (it is
+retried, its state is not applied twice). Deleted and code-share (MAID set) flights are removed.
+
+Version guard: a companion hash ``<key>:version`` remembers the STATE_VERSION last applied to
+each FLID, removals included; a Lua script writes a value only when its version is not older, so a
+late or replayed write never overwrites a newer one and never resurrects a removed flight. Equal
+versions are rewritten (an idempotent redo after a crash). A physical purge of a flight row (which
+restarts its version) must also drop the FLID from the version hash, or run a rebuild.
+
+``rebuild`` replaces both hashes from PostgreSQL atomically while holding the pipeline writer
+lock, so no transaction 1 commits between the read and the swap. ``drift`` compares Redis with
+PostgreSQL under the same lock and leaves out flights whose message is between transaction 1
+and 2 (their projection is legitimately pending).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+from sqlalchemy import Connection, Engine, select
+
+from msgx_engine.state.model import FlightState
+from msgx_engine.state.serialize import state_json
+from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.tables import WRITER_LOCK_ROW, flight_schd, msg_event, pipeline_lock, proc_state
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KEY = "flightInfo"
+REMOVE = ""  # value sentinel for "remove this field" (a JSON document is never empty)
+CHUNK = 1000
+
+# KEYS[1] = projection hash, KEYS[2] = version hash; ARGV = flid, version, value triples.
+# Returns the number of writes refused because Redis already held a newer version.
+_GUARDED_WRITE = """
+local refused = 0
+for i = 1, #ARGV, 3 do
+  local flid, ver, val = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local cur = redis.call('HGET', KEYS[2], flid)
+  if (not cur) or tonumber(cur) <= ver then
+    if val == '' then redis.call('HDEL', KEYS[1], flid) else redis.call('HSET', KEYS[1], flid, val) end
+    redis.call('HSET', KEYS[2], flid, ver)
+  else
+    refused = refused + 1
+  end
+end
+return refused
+"""
+
+
+def projected(state: FlightState) -> bool:
+    """Deleted and code-share flights are not in the projection (D10, D11, INV-22)."""
+    return not state.deleted and not state.fields.get("MAID")
+
+
+def projection_value(state: FlightState) -> str:
+    return state_json(state) if projected(state) else REMOVE
+
+
+def connect(url: str, *, timeout_s: float = 2.0) -> redis.Redis:
+    """Short timeouts: a dead Redis must fail the projection step quickly, not hang the pump."""
+    return redis.Redis.from_url(url, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+                                decode_responses=True)
+
+
+@dataclass(frozen=True)
+class Drift:
+    pg_count: int
+    redis_count: int
+    missing: int            # in PostgreSQL's current set, absent from Redis
+    extra: int              # in Redis, not current in PostgreSQL (deleted, code-share, unknown)
+    differing: int          # present in both, different JSON
+    pending: int            # touched by a message between transaction 1 and 2: not counted
+    sample: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        return self.missing + self.extra + self.differing
+
+    def as_metadata(self) -> dict[str, object]:
+        return {"pg_count": self.pg_count, "redis_count": self.redis_count, "missing": self.missing,
+                "extra": self.extra, "differing": self.differing, "pending": self.pending,
+                "drift_total": self.total, "sample_flids": ", ".join(self.sample)}
+
+
+class Projection:
+    def __init__(self, client: redis.Redis, key: str = DEFAULT_KEY) -> None:
+        self.client = client
+        self.key = key
+        self.version_key = f"{key}:version"
+        self._write = client.register_script(_GUARDED_WRITE)
+
+    # --- incremental (post-commit) ------------------------------------------------------------
+    def apply(self, states: Iterable[FlightState]) -> int:
+        """Write or remove each flight under the version guard; returns how many were refused as stale."""
+        refused = 0
+        args: list[object] = []
+        for s in states:
+            args += [s.flid, s.state_version, projection_value(s)]
+            if len(args) >= 3 * CHUNK:
+                refused += int(self._write(keys=[self.key, self.version_key], args=args))
+                args = []
+        if args:
+            refused += int(self._write(keys=[self.key, self.version_key], args=args))
+        if refused:
+            log.info("projection kept a newer version for %s flight(s)", refused)
+        return refused
+
+    def hook(self, conn: Connection, msg_id: int, states: Sequence[FlightState]) -> None:
+        """The post-commit hook (``Processor.post_commit``): raises on a Redis failure (INV-23)."""
+        self.apply(states)
+
+    def get(self, flid: str) -> str | None:
+        return self.client.hget(self.key, flid)
+
+    # --- rebuild and drift ----------------------------------------------------------------------
+    def rebuild(self, engine: Engine) -> int:
+        """Replace the projection with PostgreSQL's current state; returns the number of flights."""
+        tmp, tmp_ver = f"{self.key}:rebuild:{uuid.uuid4().hex}", f"{self.version_key}:rebuild:{uuid.uuid4().hex}"
+        with engine.connect() as conn, conn.begin():
+            _lock_writer(conn)
+            states = FlightRepository(conn).load_all_current()
+            versions = {r.flid: r.state_version for r in conn.execute(
+                select(flight_schd.c.flid, flight_schd.c.state_version))}
+            try:
+                values = {s.flid: state_json(s) for s in states}
+                for chunk in _chunks(list(values.items())):
+                    self.client.hset(tmp, mapping=dict(chunk))
+                for chunk in _chunks(list(versions.items())):
+                    self.client.hset(tmp_ver, mapping=dict(chunk))
+                pipe = self.client.pipeline(transaction=True)
+                for src, dst, present in ((tmp, self.key, values), (tmp_ver, self.version_key, versions)):
+                    if present:
+                        pipe.rename(src, dst)
+                    else:
+                        pipe.delete(dst)
+                pipe.execute()
+            finally:
+                self.client.delete(tmp, tmp_ver)
+        log.info("projection %s rebuilt from PostgreSQL: %s flights", self.key, len(states))
+        return len(states)
+
+    def drift(self, engine: Engine, *, sample_size: int = 10) -> Drift:
+        """Compare Redis with PostgreSQL's current flights (count and a sample of differing FLIDs)."""
+        with engine.connect() as conn, conn.begin():
+            _lock_writer(conn)
+            expected = {s.flid: state_json(s) for s in FlightRepository(conn).load_all_current()}
+            pending = set(conn.execute(select(msg_event.c.flid).distinct().where(
+                msg_event.c.msg_id.in_(select(proc_state.c.msg_id).where(
+                    proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(("PENDING", "FAILED"))))))
+                .scalars())
+            actual = self.client.hgetall(self.key)
+        missing = {f for f in expected.keys() - actual.keys() if f not in pending}
+        extra = {f for f in actual.keys() - expected.keys() if f not in pending}
+        differing = {f for f in expected.keys() & actual.keys() if expected[f] != actual[f] and f not in pending}
+        bad = sorted(missing | extra | differing)
+        return Drift(pg_count=len(expected), redis_count=len(actual), missing=len(missing), extra=len(extra),
+                     differing=len(differing), pending=len(pending), sample=bad[:sample_size])
+
+
+def _lock_writer(conn: Connection) -> None:
+    """The pipeline writer row lock: no transaction 1 commits while we hold it."""
+    conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == WRITER_LOCK_ROW).with_for_update())
+
+
+def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def post_commit_hooks(redis_url: str | None, *, key: str = DEFAULT_KEY) -> list:
+    """The projection hook when Redis is configured; otherwise none, reported as not configured."""
+    if not redis_url:
+        log.info("Redis projection not configured (MSGX_REDIS_URL unset): step skipped")
+        return []
+    return [Projection(connect(redis_url), key).hook]

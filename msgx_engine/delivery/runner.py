@@ -1,0 +1,103 @@
+"""Entry points that build a dispatcher from Settings: the CLI (`msgx dispatch`), Dagster jobs and
+the pump's optional inline dispatcher thread. Without MSGX_KAFKA_BOOTSTRAP nothing is sent and
+the released events stay pending in ``msg_event`` (reported as "not configured")."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from dataclasses import replace
+
+from sqlalchemy import Engine
+
+from msgx_engine.config import Settings
+from msgx_engine.db import make_engine
+from msgx_engine.delivery import outbox
+from msgx_engine.delivery.dispatcher import Dispatcher, DispatcherBusy, DispatchOptions, DispatchSummary
+from msgx_engine.delivery.producer import KafkaSink
+from msgx_engine.pipeline.clock import Clock, DatabaseClock
+
+log = logging.getLogger(__name__)
+
+NOT_CONFIGURED = "MSGX_KAFKA_BOOTSTRAP is not configured; released events stay pending in msg_event"
+SCHEDULED_RUN_S = 55.0   # a dispatch_job run: just under its one-minute schedule
+
+
+def build_dispatcher(settings: Settings, engine: Engine, *, clock: Clock | None = None,
+                     options: DispatchOptions | None = None, delivery_timeout_s: float = 30.0,
+                     **kw) -> Dispatcher:
+    if not settings.kafka_bootstrap:
+        raise ValueError(NOT_CONFIGURED)
+    sink = KafkaSink(settings.kafka_bootstrap, delivery_timeout_s=delivery_timeout_s)
+    return Dispatcher(engine, sink, clock or DatabaseClock(engine), topic_msg=settings.topic_msg,
+                      topic_schd=settings.topic_schd, options=options, **kw)
+
+
+def unsent(engine: Engine) -> int:
+    with engine.connect() as conn:
+        return outbox.unsent_count(conn)
+
+
+def run_dispatch(settings: Settings, drain: bool, *, run_for_s: float = SCHEDULED_RUN_S) -> int:
+    """`msgx dispatch [--drain]`: 0 when done (drain: nothing left unsent), 1 when events remain
+    undelivered after a drain, 3 when another dispatcher holds the lock."""
+    if not settings.kafka_bootstrap:
+        print(f"dispatch: {NOT_CONFIGURED}")
+        return 0
+    settings = settings.resolved()
+    engine = make_engine(settings.db_url or "")
+    try:
+        options = DispatchOptions(run_for_s=0.0 if drain else run_for_s)
+        try:
+            summary = build_dispatcher(settings, engine, options=options).run()
+        except DispatcherBusy as exc:
+            print(f"msgx dispatch: {exc}", file=sys.stderr)
+            return 3
+        left = unsent(engine)
+    finally:
+        engine.dispose()
+    print(f"dispatch finished in {summary.elapsed_s:.2f}s: msg sent {summary.msg_sent}, schd records "
+          f"{summary.schd_records} covering {summary.schd_events} events, failed attempts {summary.failed}, "
+          f"dead {summary.dead}, unsent left {left}")
+    return 1 if drain and left else 0
+
+
+class BackgroundDispatcher:
+    """A dispatcher thread beside a long-lived pump, for sub-second delivery between scheduled
+    dispatch runs. While another dispatcher holds the lock it retries every ``retry_s``; stop()
+    ends it at the next poll."""
+
+    def __init__(self, settings: Settings, engine: Engine, *, clock: Clock | None = None,
+                 options: DispatchOptions | None = None, retry_s: float = 5.0) -> None:
+        self.settings = settings
+        self.engine = engine
+        self.clock = clock
+        self.options = replace(options or DispatchOptions(), run_for_s=float("inf"))
+        self.retry_s = retry_s
+        self.summary = DispatchSummary()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="msgx-dispatcher", daemon=True)
+
+    def __enter__(self) -> BackgroundDispatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self, timeout_s: float = 40.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout_s)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.summary = build_dispatcher(self.settings, self.engine, clock=self.clock, options=self.options,
+                                                should_stop=self._stop.is_set).run()
+            except DispatcherBusy:
+                pass
+            except Exception:  # noqa: BLE001 - keep the pump alive; the scheduled job is the backstop
+                log.exception("inline dispatcher failed; retrying in %.0fs", self.retry_s)
+            self._stop.wait(self.retry_s)

@@ -1,0 +1,90 @@
+"""A PostgreSQL session advisory lock held for a worker's whole life on the connection it works with.
+
+Single-active workers (the pump, the dispatcher) do every guarded write on the connection that
+holds their lock, so losing the connection loses the lock and the writes together. The lock is
+released explicitly before the connection returns to the pool: a pooled session would otherwise
+keep holding it after the worker ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+log = logging.getLogger(__name__)
+
+
+class LockBusy(RuntimeError):
+    """Another worker holds the lock."""
+
+
+class SessionLock:
+    def __init__(self, engine: Engine, key: int, holder: str, busy: type[Exception] = LockBusy) -> None:
+        self.engine = engine
+        self.key = key
+        self.holder = holder
+        self.busy = busy
+        self.conn: Connection | None = None
+
+    def acquire(self) -> Connection:
+        """The locked connection, or ``busy`` raised at once when another session holds the lock."""
+        conn = self.engine.connect()
+        got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar_one())
+        conn.commit()
+        if not got:
+            conn.close()
+            raise self.busy(f"another {self.holder} holds pg advisory lock {self.key}; this one exits")
+        self.conn = conn
+        return conn
+
+    def reacquire(self, within_s: float) -> Connection:
+        """After a lost connection: drop it, reconnect and take the lock again, retrying for ``within_s``."""
+        self._drop()
+        deadline = time.monotonic() + within_s
+        delay = 0.5
+        while True:
+            try:
+                conn = self.acquire()
+                log.warning("%s reconnected to PostgreSQL and re-acquired its lock", self.holder)
+                return conn
+            except DBAPIError as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log.warning("PostgreSQL unavailable for the %s (%s); retrying in %.1fs", self.holder,
+                            exc.__class__.__name__, delay)
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    def release(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        try:
+            conn.rollback()
+            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
+            conn.commit()
+            conn.close()
+        except Exception:  # noqa: BLE001 - a broken connection: drop it, the server frees the lock
+            self.conn = conn
+            self._drop()
+
+    def _drop(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+
+
+def is_disconnect(exc: DBAPIError) -> bool:
+    """A lost server connection (as opposed to an error in a statement)."""
+    if exc.connection_invalidated:
+        return True
+    msg = str(exc).lower()
+    return any(s in msg for s in ("server closed the connection", "terminating connection",
+                                  "connection is closed", "consuming input failed", "connection refused"))
