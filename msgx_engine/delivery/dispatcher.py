@@ -158,10 +158,10 @@ class Dispatcher:
         result = self.sink.send(records)
         faults.reach("dispatch_before_mark")
         sent = [events[i].event_id for i in result.delivered]
-        failures = [(ev.event_id, err) for ev, err in zip(events, result.errors, strict=True) if err is not None]
-        self._record(conn, sent, failures, summary)
+        failures = [(events[i].event_id, err) for i, err in result.failures()]
+        dead = self._record(conn, sent, failures, summary)
         summary.msg_sent += len(sent)
-        return bool(sent)
+        return bool(sent or dead)
 
     # --- schd -----------------------------------------------------------------------------------
     def _schd_flush_due(self) -> bool:
@@ -186,20 +186,19 @@ class Dispatcher:
         faults.reach("dispatch_before_mark")
         sent: list[int] = []
         failures: list[tuple[int, str]] = []
-        for ev, err in zip(latest, result.errors, strict=True):
-            covered = [e.event_id for e in groups[ev.flid]]
-            if err is None:
-                sent += covered
-                summary.schd_records += 1
-            else:
-                failures += [(eid, err) for eid in covered]
-        self._record(conn, sent, failures, summary)
+        for i in result.delivered:
+            sent += [e.event_id for e in groups[latest[i].flid]]
+        for i, err in result.failures():
+            failures += [(e.event_id, err) for e in groups[latest[i].flid]]
+        summary.schd_records += len(result.delivered)
+        dead = self._record(conn, sent, failures, summary)
         summary.schd_events += len(sent)
-        return bool(sent)
+        return bool(sent or dead)
 
     # --- marks ----------------------------------------------------------------------------------
     def _record(self, conn: Connection, sent: list[int], failures: list[tuple[int, str]],
-                summary: DispatchSummary) -> None:
+                summary: DispatchSummary) -> int:
+        """Mark one send's outcome; returns how many events were dead-lettered (progress for the queue)."""
         now = self.clock.now()
         outbox.mark_sent(conn, sent, now)
         dead = outbox.mark_failed(conn, failures, now, self.options.policy)
@@ -208,6 +207,7 @@ class Dispatcher:
         summary.dead += len(dead)
         if failures:
             log.warning("%s event(s) not delivered, backing off: %s", len(failures), failures[0][1])
+        return len(dead)
 
     def _conn(self) -> Connection:
         assert self.conn is not None, "run() owns the connection"

@@ -58,14 +58,20 @@ class Record:
 
 @dataclass
 class SendResult:
-    """Per-record outcome in input order: ``None`` = delivered (report without error), else why not."""
+    """Per-record outcome in input order: ``None`` = delivered (report without error), else why not.
+    Records from ``tried`` on were never handed to the producer (it refused an earlier one)."""
 
     errors: list[str | None]
     fatal: str | None = None
+    tried: int = 0
 
     @property
     def delivered(self) -> list[int]:
         return [i for i, e in enumerate(self.errors) if e is None]
+
+    def failures(self) -> list[tuple[int, str]]:
+        """(index, error) of the records that were tried and not delivered."""
+        return [(i, e) for i, e in enumerate(self.errors[:self.tried]) if e is not None]
 
 
 ProducerFactory = Callable[[dict], Producer]
@@ -94,20 +100,19 @@ class KafkaSink:
     def send(self, records: Sequence[Record]) -> SendResult:
         """Produce in order and wait for every delivery report (bounded by the delivery timeout)."""
         reports: dict[int, KafkaError | None] = {}
-        refused: str | None = None
+        refused: str | None = None    # produce() refused record ``produced`` itself (counts as tried)
         fatal: str | None = None
         produced = 0
         try:
             for i, rec in enumerate(records):
                 try:
                     self._produce(rec, i, reports)
-                except BufferError as exc:  # local queue full: the rest waits for the next round
-                    refused = f"local queue full: {exc}"
+                except BufferError:   # local queue full: the rest simply waits for the next round
                     break
                 except KafkaException as exc:
                     if _is_fatal(exc):
                         raise
-                    # A local refusal of one record (e.g. too large): stop so nothing overtakes it.
+                    # A local refusal of this record (e.g. too large): stop so nothing overtakes it.
                     refused = f"produce refused: {exc.args[0] if exc.args else exc}"
                     break
                 produced += 1
@@ -119,9 +124,13 @@ class KafkaSink:
         if fatal is not None:
             log.error("Kafka producer unusable (%s); rebuilding it, unsent records are resent", fatal)
             self._discard()
-        missing = f"fatal: {fatal}" if fatal else (refused or "not produced")
-        errors = [_describe(reports.get(i, _MISSING), missing) for i in range(len(records))]
-        return SendResult(errors, fatal)
+        errors = [_describe(reports.get(i, _MISSING), f"fatal: {fatal}" if fatal else "not produced")
+                  for i in range(len(records))]
+        tried = produced
+        if refused is not None and fatal is None:
+            errors[produced] = refused
+            tried += 1
+        return SendResult(errors, fatal, tried=tried)
 
     def _produce(self, rec: Record, index: int, reports: dict[int, KafkaError | None]) -> None:
         def on_delivery(err: KafkaError | None, _msg, i: int = index) -> None:
