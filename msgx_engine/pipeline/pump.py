@@ -143,6 +143,7 @@ class Pump:
                 break
             try:
                 busy, waiting = self._iteration(summary)
+                drained = not busy and not waiting and opts.idle_for_s <= 0 and self._drained()
             except (SQLAlchemyError, LockLost) as exc:
                 if not isinstance(exc, LockLost) and not is_disconnect(exc):
                     raise
@@ -160,7 +161,7 @@ class Pump:
             if waiting and opts.exit_when_waiting:
                 break
             if not waiting:
-                if opts.idle_for_s <= 0 and self._drained():
+                if drained:
                     break
                 if opts.idle_for_s > 0 and now - last_activity >= opts.idle_for_s:
                     break
