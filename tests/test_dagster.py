@@ -117,3 +117,16 @@ def test_two_pumps_only_one_processes(app, env_for):
     finally:
         first.terminate()
         first.wait(timeout=30)
+
+
+def test_backfill_job_marks_terminal_rows(msgx_env, app):
+    """US-09: backfill_job writes CMINMSGS_DATE_PROCESSED for terminal messages whose mark is pending."""
+    from msgx_dagster.jobs.backfill import backfill_job
+    from msgx_engine.pipeline.pump import PumpOptions
+
+    ids = [app.mailbox.put(gtdt("B1", (1, f"A{i}"))) for i in range(3)]
+    app.pump(PumpOptions(inline_backfill=False)).run()
+    assert not any(app.mailbox.processed_at(ids).values())
+    result = backfill_job.execute_in_process(resources={"msgx": MsgxResource()})
+    assert result.success
+    assert all(app.mailbox.processed_at(ids).values())

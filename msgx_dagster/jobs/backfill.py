@@ -6,17 +6,17 @@ import dagster as dg
 from msgx_dagster.assets.specs import MAILBOX
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.pipeline.backfill import Backfill
+from msgx_engine.pipeline.backfill import run_backfill
 
 
 @dg.op(description="Mark every due backfill todo in the mailbox; MySQL outages back off and retry.")
 def backfill_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
     app = msgx.app()
     try:
-        with app.engine.connect() as conn:
-            stats = Backfill(app.mailbox, app.clock).drain(conn)
+        stats = run_backfill(app, max_seconds=50.0)
         materialize(context, MAILBOX, {"marked": stats.marked, "already_marked": stats.already,
-                                       "missing": stats.missing, "failed_attempts": stats.failed_attempts},
+                                       "missing": stats.missing, "failed_attempts": stats.failed_attempts,
+                                       "pending": stats.pending},
                     observe=True)
     finally:
         app.dispose()
