@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from types import MappingProxyType
 
-from sqlalchemy import Connection, delete, func, select
+from sqlalchemy import Connection, bindparam, delete, func, literal, select, union_all
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
@@ -39,18 +40,48 @@ def _entry_to_row(spec: CollectionSpec, flid: str, ordinal: int, entry, version:
     return row
 
 
-def _row_to_entry(spec: CollectionSpec, row) -> dict[str, str]:
+def _row_to_entry(spec: CollectionSpec, m: Mapping[str, object]) -> dict[str, str]:
+    """A detail row (as a column -> value mapping) back to a state entry."""
     entry: dict[str, str] = {}
-    if spec.seq_attr and row.source_seq is not None:
-        entry[spec.seq_attr] = row.source_seq
-    mapping = row._mapping
+    if spec.seq_attr and m["source_seq"] is not None:
+        entry[spec.seq_attr] = m["source_seq"]  # type: ignore[assignment]
     for part in spec.children + spec.attrs:
-        value = mapping[part.lower()]
+        value = m[part.lower()]
         if value is not None:
-            entry[part] = value
-    if spec.text and mapping["text"] is not None:
-        entry["TEXT"] = mapping["text"]
+            entry[part] = value  # type: ignore[assignment]
+    if spec.text and m["text"] is not None:
+        entry["TEXT"] = m["text"]  # type: ignore[assignment]
     return entry
+
+
+@cache
+def _details_query():
+    """Every detail row of the ``flids`` parameter from all 9 tables in one statement (one round
+    trip): each row as JSON, tagged with its table, in (table, flid, ordinal) order. Built once."""
+    flids = bindparam("flids", expanding=True)
+    parts = [select(literal(name).label("tbl"), t.c.flid, t.c.ordinal,
+                    func.to_json(t.table_valued()).label("row")).where(t.c.flid.in_(flids))
+             for name, t in detail_tables.items()]
+    return union_all(*parts).order_by("tbl", "flid", "ordinal")
+
+
+@cache
+def _main_query(for_update: bool):
+    q = select(flight_schd).where(flight_schd.c.flid.in_(bindparam("flids", expanding=True)))
+    return q.with_for_update() if for_update else q
+
+
+@cache
+def _delete_details():
+    """One statement deleting a batch's rows from all 9 detail tables (data-modifying CTEs)."""
+    flids = bindparam("flids", expanding=True)
+    return select(literal(1)).add_cte(
+        *(delete(t).where(t.c.flid.in_(flids)).cte(f"del_{name}") for name, t in detail_tables.items()))
+
+
+_SPECS_BY_TABLE: dict[str, list[CollectionSpec]] = defaultdict(list)
+for _spec in COLLECTIONS:
+    _SPECS_BY_TABLE[_spec.table].append(_spec)
 
 
 def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
@@ -93,6 +124,14 @@ def row_to_fields(row) -> dict[str, Value]:
     return fields
 
 
+@cache
+def _upsert(columns: tuple[str, ...]):
+    """The main-row upsert for one column set, built once (building ``excluded`` is costly)."""
+    stmt = pg_insert(flight_schd)
+    return stmt.on_conflict_do_update(index_elements=["flid"],
+                                      set_={c: stmt.excluded[c] for c in columns if c != "flid"})
+
+
 class FlightRepository:
     """Reads and writes flight states on a caller-owned connection (the unit of work)."""
 
@@ -100,14 +139,12 @@ class FlightRepository:
         self.conn = conn
 
     def load(self, flids: Iterable[str], *, for_update: bool = False) -> dict[str, FlightState]:
-        """Whole states of the given flights (deleted ones included, flagged) in 1 + 9 statements."""
+        """Whole states of the given flights (deleted ones included, flagged) in 2 statements: the
+        main rows, then every detail row of all 9 tables in one UNION ALL (FS §9)."""
         wanted = sorted(set(flids))
         if not wanted:
             return {}
-        q = select(flight_schd).where(flight_schd.c.flid.in_(wanted))
-        if for_update:
-            q = q.with_for_update()
-        rows = self.conn.execute(q).fetchall()
+        rows = self.conn.execute(_main_query(for_update), {"flids": wanted}).fetchall()
         fields_by_flid: dict[str, dict[str, Value]] = {r.flid: row_to_fields(r) for r in rows}
         found = list(fields_by_flid)
         if found:
@@ -121,16 +158,14 @@ class FlightRepository:
         return states
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
-        for table_name, table in detail_tables.items():
-            specs = [c for c in COLLECTIONS if c.table == table_name]
-            order = [table.c.flid] + ([table.c.route_kind] if "route_kind" in table.c else []) + [table.c.ordinal]
-            rows = self.conn.execute(select(table).where(table.c.flid.in_(flids)).order_by(*order)).fetchall()
-            grouped: dict[tuple[str, str], list] = defaultdict(list)
-            for row in rows:
-                spec = next(s for s in specs if s.route_kind in (None, row._mapping.get("route_kind")))
-                grouped[(row.flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
-            for (flid, key), entries in grouped.items():
-                fields_by_flid[flid][key] = tuple(entries)
+        grouped: dict[tuple[str, str], list] = defaultdict(list)
+        for tbl, flid, _ordinal, row in self.conn.execute(_details_query(), {"flids": list(flids)}):
+            if isinstance(row, str):
+                row = json.loads(row)
+            spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
+            grouped[(flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
+        for (flid, key), entries in grouped.items():
+            fields_by_flid[flid][key] = tuple(entries)
 
     def load_all_current(self, *, exclude_codeshare: bool = True) -> list[FlightState]:
         """Every non-deleted flight (US-12), in one transaction: ids first, then one batched load."""
@@ -149,12 +184,8 @@ class FlightRepository:
         rows = [state_to_row(s, now) for s in states]
         for r in rows:
             r["updated_at"] = now
-        stmt = pg_insert(flight_schd)
-        update_cols = {c: stmt.excluded[c] for c in rows[0] if c != "flid"}
-        self.conn.execute(stmt.on_conflict_do_update(index_elements=["flid"], set_=update_cols), rows)
-        flids = [s.flid for s in states]
-        for table in detail_tables.values():
-            self.conn.execute(delete(table).where(table.c.flid.in_(flids)))
+        self.conn.execute(_upsert(tuple(rows[0])), rows)
+        self.conn.execute(_delete_details(), {"flids": [s.flid for s in states]})
         inserts: dict[str, list[dict]] = defaultdict(list)
         for state in states:
             for spec in COLLECTIONS:
