@@ -13,12 +13,15 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
+from msgx_engine.handlers import seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.ledger import SnapshotWrite, load_snapshot
+from msgx_engine.store.seasons import SeasonReplace
 
 
 @dataclass
@@ -64,7 +67,23 @@ def _adft(msg: SisMessage, ctx: Context) -> Decision:
     return handle_adft(msg, ctx.flights)
 
 
+def _load_snapshot(conn: Connection, msg: SisMessage) -> Context:
+    return Context(extra=load_snapshot(conn, msg))
+
+
+def _snapshot(msg: SisMessage, ctx: Context) -> Decision:
+    return snapshot.decide(msg, ctx.extra, SnapshotWrite)
+
+
+def _season(msg: SisMessage, ctx: Context) -> Decision:
+    return seasons.decide(msg, SeasonReplace)
+
+
 ROUTES: dict[tuple[str, str], Route] = {
+    ("SCHD", "DNLD"): Route(_load_snapshot, _snapshot),
+    ("SCHD", "RESP"): Route(_load_snapshot, _snapshot),
+    ("SCHS", "DNLD"): Route(lambda conn, msg: Context(), _season),
+    ("SCHS", "RESP"): Route(lambda conn, msg: Context(), _season),
     ("FLOP", "*"): Route(load_flights(flop_flids), _flop),
     ("FLOP", "FDEL"): Route(_load_fdel, _fdel),
     ("SCHD", "ADFT"): Route(load_flights(adft_flids), _adft),

@@ -23,6 +23,7 @@ from sqlalchemy import (
     text,
 )
 
+from msgx_engine.handlers.seasons import SEASON_FLIGHT_SCALARS, SEASON_ROUTE_PARTS
 from msgx_engine.sis.fields import COLLECTIONS, flight_columns
 
 metadata = MetaData()
@@ -259,11 +260,6 @@ season_sched = Table(
     PrimaryKeyConstraint(*_SEASON_KEY, name="season_sched_pkey"),
 )
 
-SEASON_FLIGHT_SCALARS: tuple[str, ...] = (
-    "ALCD", "FLNO", "MVIN", "STDT", "EDDT", "DYOP", "SCHT", "FLTY", "FLIN", "ACFT", "RENO",
-    "TAOP", "TAFL", "TRML", "MAXP", "CSOP", "CSFT",
-)
-
 season_flight = Table(
     "season_flight",
     metadata,
@@ -274,8 +270,6 @@ season_flight = Table(
     *[Column(c.lower(), Text) for c in SEASON_FLIGHT_SCALARS],
     PrimaryKeyConstraint(*_SEASON_KEY, "ordinal", name="season_flight_pkey"),
 )
-
-SEASON_ROUTE_PARTS: tuple[str, ...] = ("APCD", "SCAT", "SCDT", "SADC", "SDDC")
 
 season_route_point = Table(
     "season_route_point",
