@@ -81,14 +81,12 @@ def season(styp: str = "DNLD", *, snam: str = "Winter", sdat: str = "10SEP20", e
 
 # --- reading the outcome back (plain SQL on the test database) -----------------------------------
 def pump(app, *xmls: str) -> list[int]:
-    """Put the messages in the mailbox and drain the pump; returns their mailbox ids.
-
-    The runtime cap only turns a stuck queue (a FAILED head waits for the ManualClock) into a
-    failing assertion instead of a hang; a healthy drain exits long before it."""
+    """Put the messages in the mailbox and process everything processable at the ManualClock's
+    current time (a FAILED head waiting for its backoff stops the run); returns their mailbox ids."""
     from msgx_engine.pipeline.pump import PumpOptions
 
     ids = [app.mailbox.put(x) for x in xmls]
-    app.pump(PumpOptions(max_runtime_s=60)).run()
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
     return ids
 
 

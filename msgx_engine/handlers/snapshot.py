@@ -22,10 +22,11 @@ from datetime import date, datetime
 from types import MappingProxyType
 from zoneinfo import ZoneInfo
 
+from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, Effect
-from msgx_engine.handlers.extract import CLEAR, Unmapped, block_values, text_of
+from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
-from msgx_engine.state.model import FlightState, Value, freeze_entry, kind_of
+from msgx_engine.state.model import FlightState, Value
 
 MAX_FLIGHTS = 10_000
 LOCAL_TZ = ZoneInfo("Asia/Shanghai")   # SIS times carry no zone; AODB sends local time (D4, D19)
@@ -81,6 +82,9 @@ def outline(msg: SisMessage) -> Outline:
     container = msg.root.find("SCHD")
     assert container is not None  # decode() guarantees the container (DESIGN §2 step 3)
     records = container.findall("FLTR")
+    for child in container:
+        if isinstance(child.tag, str) and child.tag not in ("RECS", "FLTR"):
+            raise PackageRejected("malformed", f"SCHD/{child.tag} is not part of a daily schedule")
     if len(records) > MAX_FLIGHTS:
         raise PackageRejected("oversize", f"{len(records)} flights exceed the limit of {MAX_FLIGHTS}")
     recs = text_of(container.find("RECS"))
@@ -123,18 +127,7 @@ Fields = Mapping[str, Value]
 def snapshot_fields(values: Mapping[str, object]) -> Fields:
     """A FLTR's values as a whole state (D1): present keys hold their value, everything else is
     absent, i.e. cleared. Equal to ``apply(any_state, full_state_commands(fields)).state.fields``."""
-    fields: dict[str, Value] = {}
-    for key, value in values.items():
-        if value is CLEAR:
-            continue
-        kind = kind_of(key)
-        if kind == "list":
-            fields[key] = tuple(freeze_entry(e) for e in value)  # type: ignore[union-attr]
-        elif kind == "object":
-            fields[key] = freeze_entry(value)  # type: ignore[arg-type]
-        else:
-            fields[key] = value  # type: ignore[assignment]
-    return MappingProxyType(dict(sorted(fields.items())))
+    return MappingProxyType(dict(sorted(fields_from_values(values).items())))
 
 
 def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
@@ -152,6 +145,7 @@ class Head:
     fday: date | None
     state_version: int
     deleted: bool
+    ffid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -253,6 +247,8 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> Plan:
         if head is not None and head.fday is not None and head.fday > day:
             kept_later.append(flid)
             continue
+        if head is not None and head.ffid and "FFID" not in fields:
+            fields = _with_ffid(fields, head.ffid)
         written.append(FlightState(flid=flid, fields=fields, fday=day,
                                    state_version=(head.state_version if head else 0) + 1,
                                    last_message_id=msg_id, deleted=False))
@@ -260,6 +256,11 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> Plan:
     deleted = sorted(flid for flid in inp.ledger.members - members
                      if _deletable(inp.heads.get(flid), day))
     return Plan(day, tuple(written), tuple(deleted), tuple(kept_later), members)
+
+
+def _with_ffid(fields: Fields, ffid: str) -> Fields:
+    """FLTR records carry no FFID: the stored readable identity stays, as ADFT keeps it."""
+    return MappingProxyType(dict(sorted({**fields, "FFID": ffid}.items())))
 
 
 def _deletable(head: Head | None, day: date) -> bool:

@@ -67,9 +67,10 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
     """Bookkeeping columns only: a snapshot rewrites every field, so it never loads details."""
     if not flids:
         return {}
-    cols = (flight_schd.c.flid, flight_schd.c.fday, flight_schd.c.state_version, flight_schd.c.deleted)
-    rows = conn.execute(select(*cols).where(flight_schd.c.flid == any_(_FLIDS)), {"flids": flids})
-    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted) for r in rows}
+    c = flight_schd.c
+    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid).where(c.flid == any_(_FLIDS)),
+                        {"flids": flids})
+    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid) for r in rows}
 
 
 def open_rqfd(conn: Connection) -> OpenRequest | None:
