@@ -103,7 +103,7 @@ def run_protocol(pg_url: str, mb_url: str, work, profile: bool) -> float:
     assert summary.marked == len(work), f"marked {summary.marked}"
     app.dispose()
     if prof:
-        pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
+        pstats.Stats(prof).sort_stats(os.environ.get("MSGX_PROFILE_SORT", "cumulative")).print_stats(35)
     return elapsed
 
 

@@ -19,7 +19,7 @@ from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.pipeline.backfill import Backfill, run_backfill
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
-from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, try_lock
+from msgx_engine.pipeline.writer import LockLost, release_lock, try_lock
 from msgx_engine.state.model import Set
 from msgx_engine.store.tables import backfill_todo, intake_gap
 from tests.builders import envelope, gtdt
@@ -214,8 +214,7 @@ def test_lost_lock_refuses_the_guarded_writes(app):
     processor = app.processor()
     with app.engine.connect() as conn:
         assert try_lock(conn)
-        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PUMP_LOCK_KEY})
-        conn.commit()
+        release_lock(conn)
         with pytest.raises(LockLost):
             processor.step(conn)
     row = proc(app, m)
@@ -230,7 +229,7 @@ def test_lock_lost_after_transaction_1_is_finished_by_the_next_writer(app):
     register(app)
 
     def drop_lock(conn, msg_id, states):
-        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PUMP_LOCK_KEY})
+        release_lock(conn)
 
     app.post_commit.append(drop_lock)
     processor = app.processor()

@@ -25,6 +25,7 @@ from sqlalchemy import Connection, func, insert, literal, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from msgx_engine.db import pipelined
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.handlers.router import decide, prepare
 from msgx_engine.mailbox.adapter import Mailbox
@@ -208,7 +209,7 @@ class Processor:
         Returns the touched states, or the handler's non-apply Decision (nothing written).
         Raises ``LockLost`` when this session no longer holds the writer lock.
         """
-        held = conn.execute(select(lock_held()).select_from(pipeline_lock)
+        held = conn.execute(select(lock_held(conn)).select_from(pipeline_lock)
                             .where(pipeline_lock.c.name == WRITER_LOCK_ROW)
                             .with_for_update(of=pipeline_lock)).scalar()
         if not held:
@@ -235,14 +236,16 @@ class Processor:
             current[change.flid] = state
             next_states.append(state)
             events += build_events(msg_id, msg, state, result.changed, result.cleared)
-        repo.persist_next_states(next_states)
         now = self.clock.now()
-        for effect in decision.effects:
+        with pipelined(conn):        # the state writes travel together: one round trip, not one each
+            repo.persist_next_states(next_states, now=now)
+        for effect in decision.effects:  # effects read their own results (ledger CAS): not pipelined
             events += effect.apply(conn, msg_id, now) or []
         if events:
             conn.execute(insert(msg_event), events)
-        done = conn.execute(update(proc_state).where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN),
-                                                     proc_state.c.applied_at.is_(None)).values(
+        done = conn.execute(update(proc_state).where(
+            proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), proc_state.c.applied_at.is_(None),
+            lock_held(conn)).values(
             applied_at=now, updated_at=now, identity_key=msg.meta.identity, payload_hash=msg.payload_hash,
             msg_type=msg.meta.type, msg_styp=msg.meta.styp))
         if done.rowcount != 1:
@@ -330,7 +333,7 @@ class Processor:
         """One guarded statement: the row must still be open and the writer lock held (OPS-1)."""
         now = values["updated_at"]
         u = (update(proc_state)
-             .where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), lock_held())
+             .where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), lock_held(conn))
              .values(**values).returning(proc_state.c.msg_id).cte("u"))
         ctes = [insert(proc_state_hst).from_select(
             ["msg_id", "status", "reason", "error_class", "error_detail", "attempt", "at"],

@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import Processor, is_disconnect
-from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, try_lock
+from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, release_lock, try_lock
 from msgx_engine.store.tables import backfill_todo, proc_state
 
 log = logging.getLogger(__name__)
@@ -126,10 +126,12 @@ class Pump:
         try:
             self._loop(summary)
         finally:
-            try:
-                self.conn.close()
-            except Exception:  # noqa: BLE001
-                pass
+            if self.conn is not None:
+                try:
+                    release_lock(self.conn)
+                    self.conn.close()
+                except Exception:  # noqa: BLE001 - a broken connection ends its session, and the lock with it
+                    self.conn.invalidate()
         return summary
 
     def _loop(self, summary: PumpSummary) -> None:

@@ -176,11 +176,16 @@ class FlightRepository:
         states = self.load(flids)
         return [states[f] for f in flids]
 
-    def persist_next_states(self, states: Sequence[FlightState]) -> None:
-        """The single writer path: upsert main rows, then rewrite every detail group."""
+    def persist_next_states(self, states: Sequence[FlightState], *, now: datetime | None = None) -> None:
+        """The single writer path: upsert main rows, then rewrite every detail group.
+
+        ``now`` stamps ``updated_at``/``deleted_at``; callers pass their clock's time (the
+        database's clock is read only when they do not).
+        """
         if not states:
             return
-        now = self.conn.execute(select(func.now())).scalar_one()
+        if now is None:
+            now = self.conn.execute(select(func.now())).scalar_one()
         rows = [state_to_row(s, now) for s in states]
         for r in rows:
             r["updated_at"] = now
