@@ -21,8 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, insert, literal, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import pipelined
@@ -34,18 +33,15 @@ from msgx_engine.pipeline.clock import Clock
 from msgx_engine.pipeline.events import build_events
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
-from msgx_engine.pipeline.writer import LockLost, lock_held
+from msgx_engine.pipeline.writer import LockLost, writer_pid
 from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
 from msgx_engine.state.model import FlightState, apply
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.tables import (
     WRITER_LOCK_ROW,
-    backfill_todo,
     intake_gap,
     msg_event,
-    pipeline_lock,
     proc_state,
-    proc_state_hst,
 )
 
 log = logging.getLogger(__name__)
@@ -80,16 +76,49 @@ def is_disconnect(exc: BaseException) -> bool:
         "consuming input failed", "connection refused", "connection is lost", "can't reconnect"))
 
 
-def _head_query():
-    gap_seen = (select(func.max(intake_gap.c.first_seen_at))
-                .where(intake_gap.c.msg_id < proc_state.c.msg_id, intake_gap.c.passed_at.is_(None),
-                       intake_gap.c.arrived_at.is_(None))
-                .scalar_subquery())
-    return (select(proc_state, gap_seen.label("gap_seen"))
-            .where(proc_state.c.status.in_(OPEN)).order_by(proc_state.c.msg_id).limit(1))
+# The per-message statements as plain SQL sent with ``exec_driver_sql``: built once, no
+# statement construction or compilation per message (DESIGN §6 pump budget).
+_HEAD_SQL = (
+    "SELECT p.*, (SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
+    "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen "
+    "FROM proc_state p WHERE p.status IN ('PENDING', 'FAILED') ORDER BY p.msg_id LIMIT 1")
+_IDENTITY_SQL = ("SELECT msg_id, payload_hash FROM proc_state WHERE identity_key = %(identity)s "
+                 "AND msg_id <> %(msg_id)s LIMIT 1")
+_WRITER_ROW_SQL = ("SELECT pg_backend_pid() = %(pid)s FROM pipeline_lock WHERE name = %(name)s "
+                   "FOR UPDATE")
+_EVENT_COLUMNS = ("msg_id", "flid", "topic", "kind", "state_version", "payload")
+_EVENTS_SQL = (f"INSERT INTO msg_event ({', '.join(_EVENT_COLUMNS)}) "
+               f"VALUES ({', '.join(f'%({c})s' for c in _EVENT_COLUMNS)})")
+_APPLIED_SQL = (
+    "UPDATE proc_state SET applied_at = %(now)s, updated_at = %(now)s, identity_key = %(identity)s, "
+    "payload_hash = %(payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
+    "WHERE msg_id = %(msg_id)s AND status IN ('PENDING', 'FAILED') AND applied_at IS NULL "
+    "AND pg_backend_pid() = %(pid)s")
+_STATUS_SQL_CACHE: dict[tuple[tuple[str, ...], bool], str] = {}
 
 
-_HEAD = _head_query()
+def _status_sql(columns: tuple[str, ...], terminal: bool) -> str:
+    """The guarded status write for one set of columns (INV-8): the status, its history row and,
+    when terminal, the backfill todo and the event release, all in one statement."""
+    key = (columns, terminal)
+    sql = _STATUS_SQL_CACHE.get(key)
+    if sql is None:
+        sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
+        parts = [
+            f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN ('PENDING', 'FAILED') "
+            "AND pg_backend_pid() = %(pid)s RETURNING msg_id)",
+            "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
+            "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
+            "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
+        if terminal:
+            parts += [
+                "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
+                "SELECT msg_id, 'PENDING', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING)",
+                "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
+                "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
+        sql = f"WITH {', '.join(parts)} SELECT count(*) FROM u"
+        _STATUS_SQL_CACHE[key] = sql
+    return sql
 
 
 @dataclass
@@ -110,7 +139,7 @@ class Processor:
     # --- queue head ------------------------------------------------------------------------
     def head(self, conn: Connection):
         """The smallest non-terminal id (INV-3), with ``gap_seen``: the youngest open gap below it."""
-        return conn.execute(_HEAD).first()
+        return conn.exec_driver_sql(_HEAD_SQL).first()
 
     def step(self, conn: Connection) -> StepResult:
         """Process the queue head once if it is due. Never lets a larger id overtake it (INV-3)."""
@@ -161,8 +190,7 @@ class Processor:
         rule = self._ignored_by(msg)
         if rule is not None:
             return self._finish(conn, head, SKIPPED, f"ignored:{rule}", None, msg=msg, bind=False)
-        other = conn.execute(select(proc_state.c.msg_id, proc_state.c.payload_hash).where(
-            proc_state.c.identity_key == msg.meta.identity, proc_state.c.msg_id != msg_id)).first()
+        other = conn.exec_driver_sql(_IDENTITY_SQL, {"identity": msg.meta.identity, "msg_id": msg_id}).first()
         if other is not None:
             return self._identity_clash(conn, head, msg, other)
         try:
@@ -209,9 +237,8 @@ class Processor:
         Returns the touched states, or the handler's non-apply Decision (nothing written).
         Raises ``LockLost`` when this session no longer holds the writer lock.
         """
-        held = conn.execute(select(lock_held(conn)).select_from(pipeline_lock)
-                            .where(pipeline_lock.c.name == WRITER_LOCK_ROW)
-                            .with_for_update(of=pipeline_lock)).scalar()
+        held = conn.exec_driver_sql(_WRITER_ROW_SQL, {"pid": writer_pid(conn) or -1,
+                                                      "name": WRITER_LOCK_ROW}).scalar()
         if not held:
             conn.rollback()
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
@@ -242,12 +269,11 @@ class Processor:
         for effect in decision.effects:  # effects read their own results (ledger CAS): not pipelined
             events += effect.apply(conn, msg_id, now) or []
         if events:
-            conn.execute(insert(msg_event), events)
-        done = conn.execute(update(proc_state).where(
-            proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), proc_state.c.applied_at.is_(None),
-            lock_held(conn)).values(
-            applied_at=now, updated_at=now, identity_key=msg.meta.identity, payload_hash=msg.payload_hash,
-            msg_type=msg.meta.type, msg_styp=msg.meta.styp))
+            conn.exec_driver_sql(_EVENTS_SQL, [{c: e[c] for c in _EVENT_COLUMNS} for e in events])
+        done = conn.exec_driver_sql(_APPLIED_SQL, {
+            "now": now, "identity": msg.meta.identity, "payload_hash": msg.payload_hash,
+            "msg_type": msg.meta.type, "msg_styp": msg.meta.styp, "msg_id": msg_id,
+            "pid": writer_pid(conn) or -1})
         if done.rowcount != 1:
             conn.rollback()
             raise LockLost(f"mailbox id {msg_id} is no longer open or already applied; transaction 1 rolled back")
@@ -331,23 +357,12 @@ class Processor:
 
     def _status_write(self, conn: Connection, msg_id: int, values: dict, *, terminal: bool, hst: dict) -> None:
         """One guarded statement: the row must still be open and the writer lock held (OPS-1)."""
-        now = values["updated_at"]
-        u = (update(proc_state)
-             .where(proc_state.c.msg_id == msg_id, proc_state.c.status.in_(OPEN), lock_held(conn))
-             .values(**values).returning(proc_state.c.msg_id).cte("u"))
-        ctes = [insert(proc_state_hst).from_select(
-            ["msg_id", "status", "reason", "error_class", "error_detail", "attempt", "at"],
-            select(u.c.msg_id, literal(hst["status"]), literal(hst["reason"]), literal(hst["error_class"]),
-                   literal(hst["error_detail"]), literal(hst["attempt"]), literal(now))).cte("h")]
-        if terminal:
-            ctes.append(pg_insert(backfill_todo).from_select(
-                ["msg_id", "status", "created_at"], select(u.c.msg_id, literal("PENDING"), literal(now)))
-                .on_conflict_do_nothing(index_elements=["msg_id"]).cte("t"))
-            ctes.append(update(msg_event).where(msg_event.c.msg_id.in_(select(u.c.msg_id)),
-                                                msg_event.c.released_at.is_(None))
-                        .values(released_at=now).cte("e"))
+        columns = tuple(sorted(values))
+        params = {f"v_{c}": values[c] for c in columns}
+        params.update({f"h_{k}": v for k, v in hst.items()})
+        params.update(msg_id=msg_id, now=values["updated_at"], pid=writer_pid(conn) or -1)
         try:
-            written = conn.execute(select(func.count()).select_from(u).add_cte(*ctes)).scalar_one()
+            written = conn.exec_driver_sql(_status_sql(columns, terminal), params).scalar_one()
             if written != 1:
                 conn.rollback()
                 raise LockLost(f"status write for mailbox id {msg_id} refused: the row is not open or "

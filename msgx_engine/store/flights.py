@@ -11,11 +11,9 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from functools import cache
 from types import MappingProxyType
 
-from sqlalchemy import Connection, bindparam, delete, func, literal, select, union_all
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import Connection, func, select
 
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
 from msgx_engine.state.model import FlightState, Value, freeze_entry
@@ -54,29 +52,35 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, object]) -> dict[str, st
     return entry
 
 
-@cache
-def _details_query():
-    """Every detail row of the ``flids`` parameter from all 9 tables in one statement (one round
-    trip): each row as JSON, tagged with its table, in (table, flid, ordinal) order. Built once."""
-    flids = bindparam("flids", expanding=True)
-    parts = [select(literal(name).label("tbl"), t.c.flid, t.c.ordinal,
-                    func.to_json(t.table_valued()).label("row")).where(t.c.flid.in_(flids))
-             for name, t in detail_tables.items()]
-    return union_all(*parts).order_by("tbl", "flid", "ordinal")
+def _details_sql() -> str:
+    """Every detail row of ``flids`` from all 9 tables in one statement (one round trip): each row
+    as JSON, tagged with its table, in (table, flid, ordinal) order."""
+    parts = [f"SELECT '{name}' AS tbl, t.flid, t.ordinal, to_json(t.*) AS row FROM {name} t "
+             "WHERE t.flid = ANY(%(flids)s)" for name in detail_tables]
+    return " UNION ALL ".join(parts) + " ORDER BY tbl, flid, ordinal"
 
 
-@cache
-def _main_query(for_update: bool):
-    q = select(flight_schd).where(flight_schd.c.flid.in_(bindparam("flids", expanding=True)))
-    return q.with_for_update() if for_update else q
-
-
-@cache
-def _delete_details():
+def _delete_sql() -> str:
     """One statement deleting a batch's rows from all 9 detail tables (data-modifying CTEs)."""
-    flids = bindparam("flids", expanding=True)
-    return select(literal(1)).add_cte(
-        *(delete(t).where(t.c.flid.in_(flids)).cte(f"del_{name}") for name, t in detail_tables.items()))
+    ctes = ", ".join(f"del_{name} AS (DELETE FROM {name} WHERE flid = ANY(%(flids)s))" for name in detail_tables)
+    return f"WITH {ctes} SELECT 1"
+
+
+def _insert_sql(table: str, columns: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(f'%({c})s' for c in columns)})"
+
+
+# The hot statements as plain SQL, built once from the table metadata and sent with
+# ``exec_driver_sql``: no per-call statement construction or compilation (DESIGN §6 budgets).
+_MAIN_SQL = "SELECT * FROM flight_schd WHERE flid = ANY(%(flids)s)"
+_MAIN_SQL_FOR_UPDATE = _MAIN_SQL + " FOR UPDATE"
+_DETAILS_SQL = _details_sql()
+_DELETE_SQL = _delete_sql()
+_MAIN_COLUMNS = tuple(c.name for c in flight_schd.c if c.name != "created_at")
+_UPSERT_SQL = (_insert_sql("flight_schd", _MAIN_COLUMNS) + " ON CONFLICT (flid) DO UPDATE SET "
+               + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid"))
+_DETAIL_INSERT_SQL = {name: _insert_sql(name, tuple(c.name for c in t.c if c.name != "created_at"))
+                      for name, t in detail_tables.items()}
 
 
 _SPECS_BY_TABLE: dict[str, list[CollectionSpec]] = defaultdict(list)
@@ -124,14 +128,6 @@ def row_to_fields(row) -> dict[str, Value]:
     return fields
 
 
-@cache
-def _upsert(columns: tuple[str, ...]):
-    """The main-row upsert for one column set, built once (building ``excluded`` is costly)."""
-    stmt = pg_insert(flight_schd)
-    return stmt.on_conflict_do_update(index_elements=["flid"],
-                                      set_={c: stmt.excluded[c] for c in columns if c != "flid"})
-
-
 class FlightRepository:
     """Reads and writes flight states on a caller-owned connection (the unit of work)."""
 
@@ -144,7 +140,8 @@ class FlightRepository:
         wanted = sorted(set(flids))
         if not wanted:
             return {}
-        rows = self.conn.execute(_main_query(for_update), {"flids": wanted}).fetchall()
+        rows = self.conn.exec_driver_sql(_MAIN_SQL_FOR_UPDATE if for_update else _MAIN_SQL,
+                                         {"flids": wanted}).fetchall()
         fields_by_flid: dict[str, dict[str, Value]] = {r.flid: row_to_fields(r) for r in rows}
         found = list(fields_by_flid)
         if found:
@@ -159,7 +156,7 @@ class FlightRepository:
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
         grouped: dict[tuple[str, str], list] = defaultdict(list)
-        for tbl, flid, _ordinal, row in self.conn.execute(_details_query(), {"flids": list(flids)}):
+        for tbl, flid, _ordinal, row in self.conn.exec_driver_sql(_DETAILS_SQL, {"flids": list(flids)}):
             if isinstance(row, str):
                 row = json.loads(row)
             spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
@@ -189,8 +186,8 @@ class FlightRepository:
         rows = [state_to_row(s, now) for s in states]
         for r in rows:
             r["updated_at"] = now
-        self.conn.execute(_upsert(tuple(rows[0])), rows)
-        self.conn.execute(_delete_details(), {"flids": [s.flid for s in states]})
+        self.conn.exec_driver_sql(_UPSERT_SQL, rows)
+        self.conn.exec_driver_sql(_DELETE_SQL, {"flids": [s.flid for s in states]})
         inserts: dict[str, list[dict]] = defaultdict(list)
         for state in states:
             for spec in COLLECTIONS:
@@ -198,7 +195,7 @@ class FlightRepository:
                 for ordinal, entry in enumerate(entries, start=1):
                     inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, state.state_version))
         for table_name, table_rows in inserts.items():
-            self.conn.execute(detail_tables[table_name].insert(), table_rows)
+            self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], table_rows)
 
     def children_of(self, masters: Iterable[str]) -> dict[str, list[str]]:
         """Live code-share children (MAID = master FLID) of each master, in one statement (INV-21).
