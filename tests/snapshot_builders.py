@@ -56,10 +56,11 @@ def day_package(flids: list[str], day: int, month: int = 9, **kw) -> str:
 
 
 def big_package(n: int, *, day: int = 9, gates: int = 2, desks: int = 3, routes: int = 2, stands: int = 2,
-                prefix: str = "F") -> str:
-    """A generated n-flight DNLD (bench and size tests)."""
-    return dnld(*(fltr(f"{prefix}{i:06d}", sodt(day, hhmm=f"{(i // 60) % 24:02d}{i % 60:02d}"),
-                       gates=gates, desks=desks, routes=routes, stands=stands) for i in range(n)))
+                prefix: str = "F", flids: list[str] | None = None) -> str:
+    """A generated n-flight DNLD (bench and size tests); ``flids`` overrides the generated FLIDs."""
+    flids = flids if flids is not None else [f"{prefix}{i:06d}" for i in range(n)]
+    return dnld(*(fltr(f, sodt(day, hhmm=f"{(i // 60) % 24:02d}{i % 60:02d}"),
+                       gates=gates, desks=desks, routes=routes, stands=stands) for i, f in enumerate(flids)))
 
 
 def season(styp: str = "DNLD", *, snam: str = "Winter", sdat: str = "10SEP20", edat: str = "10JUN21",

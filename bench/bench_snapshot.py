@@ -1,0 +1,174 @@
+"""Snapshot benchmark (DESIGN §6, issue 5): a 10,000-flight SCHD DNLD, registered -> terminal, vs
+the floor measured in the same run.
+
+* package: generated in the shape of ``SCHD/01_DNLD.xml`` with 2 gates, 3 check-in desks, 2 route
+  points and 2 stands per flight (``tests/snapshot_builders.big_package``), about 10 MB.
+* floor: lxml parse (hardened parser) + field extraction (``block_values``) + one bulk upsert of the
+  same rows (flight_schd upsert and every detail row, psycopg ``executemany``) on a fresh database.
+* protocol: the message in a fresh MariaDB mailbox, registered by one intake pass, then timed from
+  there to terminal (decode, identity, snapshot load, transaction 1 with ledger CAS, flights,
+  member list and 10,000 ``schd`` events, transaction 2, backfill mark) by ``App.pump``.
+* re-snapshot: a second package for the same day where 5% of the flights are new and 5% are gone
+  (updates + diff soft-deletes + tombstones), timed the same way.
+
+Prints the seconds and the ratio protocol/floor (target <= 3). Usage:
+``/work/.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--profile]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+import pymysql
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from snapshot_builders import big_package  # noqa: E402
+
+from msgx_engine.app import App  # noqa: E402
+from msgx_engine.config import Settings  # noqa: E402
+from msgx_engine.db import make_engine  # noqa: E402
+from msgx_engine.handlers.extract import block_values, text_of  # noqa: E402
+from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
+from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
+from msgx_engine.pipeline.intake import Intake  # noqa: E402
+from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
+from msgx_engine.sis.decode import _parser  # noqa: E402
+from msgx_engine.sis.fields import COLLECTIONS  # noqa: E402
+from msgx_engine.state.model import FlightState  # noqa: E402
+from msgx_engine.store import migrate  # noqa: E402
+from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
+
+PG = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
+MYSQL_HOST, MYSQL_PORT = "127.0.0.1", 3306
+TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
+
+
+def pg_db(name: str) -> str:
+    with psycopg.connect(PG, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = PG.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
+    engine = make_engine(url)
+    migrate.upgrade(engine)
+    engine.dispose()
+    return url
+
+
+def mysql_db(name: str) -> str:
+    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
+        conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+    url = f"mysql+pymysql://root@{MYSQL_HOST}:{MYSQL_PORT}/{name}"
+    Mailbox(url).init()
+    return url
+
+
+def drop(names: list[str]) -> None:
+    with psycopg.connect(PG, autocommit=True) as conn:
+        for n in names:
+            conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
+    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{TAG}`")
+
+
+def run_floor(pg_url: str, xml: str) -> float:
+    """Parse + extract + one bulk upsert of the same rows: the least any implementation must do."""
+    from lxml import etree
+
+    dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(dsn) as conn:
+        t0 = time.perf_counter()
+        root = etree.fromstring(xml.encode("utf-8"), _parser())
+        states = [FlightState(flid=text_of(r.find("FLID")), fields=snapshot_fields(block_values(r)), state_version=1)
+                  for r in root.iterfind("SCHD/FLTR")]
+        rows = [state_to_row(s) for s in states]
+        cols = list(rows[0])
+        details: dict[str, list[dict]] = {}
+        for s in states:
+            for spec in COLLECTIONS:
+                for ordinal, entry in enumerate(s.fields.get(spec.key) or (), start=1):
+                    details.setdefault(spec.table, []).append(_entry_to_row(spec, s.flid, ordinal, entry, 1))
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO flight_schd ({', '.join(cols)}) VALUES ({', '.join(f'%({c})s' for c in cols)}) "
+                f"ON CONFLICT (flid) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in cols if c != 'flid')}",
+                rows)
+            for table, trows in details.items():
+                dcols = list(trows[0])
+                cur.executemany(f"INSERT INTO {table} ({', '.join(dcols)}) "
+                                f"VALUES ({', '.join(f'%({c})s' for c in dcols)})", trows)
+        conn.commit()
+        return time.perf_counter() - t0
+
+
+def run_protocol(app: App, xml: str, profile: bool) -> float:
+    """One snapshot from registered to terminal (and marked) through the full protocol."""
+    msg_id = app.mailbox.put(xml)
+    with app.engine.connect() as conn:
+        Intake(app.mailbox, app.clock).scan(conn)
+    prof = cProfile.Profile() if profile else None
+    t0 = time.perf_counter()
+    if prof:
+        prof.enable()
+    summary = app.pump(PumpOptions()).run()
+    if prof:
+        prof.disable()
+    elapsed = time.perf_counter() - t0
+    assert summary.processed.get("SUCCEEDED") == 1, f"{summary.processed} for mailbox id {msg_id}"
+    if prof:
+        pstats.Stats(prof).sort_stats(os.environ.get("MSGX_PROFILE_SORT", "cumulative")).print_stats(40)
+    return elapsed
+
+
+def counts(app: App) -> str:
+    with app.engine.connect() as conn:
+        row = conn.exec_driver_sql(
+            "SELECT (SELECT count(*) FROM flight_schd WHERE NOT deleted), (SELECT count(*) FROM flight_schd "
+            "WHERE deleted), (SELECT count(*) FROM msg_event), (SELECT string_agg(version::text, ',') FROM schd_gen)"
+        ).one()
+    return f"live={row[0]} deleted={row[1]} events={row[2]} versions={row[3]}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--flights", type=int, default=10_000)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    n = args.flights
+    first = big_package(n)
+    churn = n // 20
+    second = big_package(n, flids=[f"F{i:06d}" for i in range(churn, n)] + [f"N{i:06d}" for i in range(churn)])
+    names = [f"{TAG}_p", f"{TAG}_f"]
+    try:
+        pg_proto, pg_floor = pg_db(names[0]), pg_db(names[1])
+        mb = mysql_db(TAG)
+        floor_s = run_floor(pg_floor, first)
+        settings = Settings(db_url=pg_proto, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
+                            home=Path("/tmp") / TAG)
+        app = App.from_settings(settings)
+        app.check_ready()
+        first_s = run_protocol(app, first, args.profile)
+        after_first = counts(app)
+        second_s = run_protocol(app, second, False)
+        after_second = counts(app)
+        app.dispose()
+    finally:
+        drop(names)
+    print(f"package: {n} flights, {len(first.encode()) / 1e6:.1f} MB, 2 gates + 3 desks + 2 routes + 2 stands each")
+    print(f"floor (parse + extract + one bulk upsert):        {floor_s:6.2f}s")
+    print(f"snapshot, new day (registered -> terminal):        {first_s:6.2f}s   ratio {first_s / floor_s:.2f}"
+          f"  (target <= 3)   [{after_first}]")
+    print(f"re-snapshot, 5% new + 5% gone (same day):          {second_s:6.2f}s   ratio {second_s / floor_s:.2f}"
+          f"   [{after_second}]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
