@@ -30,44 +30,23 @@ import psycopg
 import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_pump import MYSQL_HOST, MYSQL_PORT, PG, mysql_db, pg_db  # noqa: E402  (shared database setup)
 from snapshot_builders import big_package  # noqa: E402
 
 from msgx_engine.app import App  # noqa: E402
 from msgx_engine.config import Settings  # noqa: E402
-from msgx_engine.db import make_engine  # noqa: E402
 from msgx_engine.handlers.extract import block_values, text_of  # noqa: E402
 from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
-from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
 from msgx_engine.pipeline.intake import Intake  # noqa: E402
 from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
 from msgx_engine.sis.decode import _parser  # noqa: E402
 from msgx_engine.sis.fields import COLLECTIONS  # noqa: E402
 from msgx_engine.state.model import FlightState  # noqa: E402
-from msgx_engine.store import migrate  # noqa: E402
 from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
 
-PG = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
-MYSQL_HOST, MYSQL_PORT = "127.0.0.1", 3306
 TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
-
-
-def pg_db(name: str) -> str:
-    with psycopg.connect(PG, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    url = PG.rsplit("/", 1)[0].replace("postgresql://", "postgresql+psycopg://") + f"/{name}"
-    engine = make_engine(url)
-    migrate.upgrade(engine)
-    engine.dispose()
-    return url
-
-
-def mysql_db(name: str) -> str:
-    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
-        conn.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
-    url = f"mysql+pymysql://root@{MYSQL_HOST}:{MYSQL_PORT}/{name}"
-    Mailbox(url).init()
-    return url
 
 
 def drop(names: list[str]) -> None:
