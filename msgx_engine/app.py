@@ -56,7 +56,8 @@ class App:
     def processor(self) -> Processor:
         s = self.settings
         return Processor(self.mailbox, self.clock, ignore_rules=s.ignore_rules, gap_grace_s=s.gap_grace_s,
-                         max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit))
+                         max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
+                         split_transactions=s.split_transactions)
 
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),

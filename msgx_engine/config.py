@@ -46,6 +46,7 @@ class Settings:
     gap_grace_s: float = 5.0
     intake_batch: int = 500
     max_body_bytes: int = 10 * 1024 * 1024
+    split_transactions: bool = False   # force two commits per message even without a post-commit step
 
     @property
     def embedded(self) -> bool:
@@ -73,6 +74,7 @@ class Settings:
             ignore_rules=tuple(r.strip() for r in rules.split(",") if r.strip())
             if rules is not None else DEFAULT_IGNORE_RULES,
             gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
+            split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
         )
 
     def resolved(self) -> Settings:

@@ -131,6 +131,7 @@ class Processor:
     max_body_bytes: int = MAX_BODY_BYTES
     post_commit: list[PostCommitHook] = field(default_factory=list)
     source: BodySource | None = None
+    split_transactions: bool = False
 
     def __post_init__(self) -> None:
         if self.source is None:
@@ -194,7 +195,7 @@ class Processor:
         if other is not None:
             return self._identity_clash(conn, head, msg, other)
         try:
-            outcome = self._transaction_1(conn, msg_id, msg)
+            outcome = self._transaction_1(conn, head, msg)
         except (SQLAlchemyError, LockLost) as exc:
             self._rollback(conn)
             if isinstance(exc, LockLost) or is_disconnect(exc):
@@ -204,6 +205,8 @@ class Processor:
             self._rollback(conn)
             log.exception("handler error on mailbox id %s", msg_id)
             return self._failure(conn, head, "HANDLER_ERROR", exc)
+        if isinstance(outcome, StepResult):       # folded: transaction 2 committed with transaction 1
+            return outcome
         if isinstance(outcome, Decision):
             status = DEAD_STATUS if outcome.outcome == DEAD else SKIPPED
             return self._finish(conn, head, status, outcome.reason, outcome.detail, msg=msg,
@@ -231,12 +234,22 @@ class Processor:
                 return rule
         return None
 
-    def _transaction_1(self, conn: Connection, msg_id: int, msg: SisMessage) -> list[FlightState] | Decision:
+    @property
+    def folds_transactions(self) -> bool:
+        """With no post-commit step there is nothing to do between transactions 1 and 2, so
+        transaction 2's writes join transaction 1 and commit with it (one commit, same outcome
+        as the two committed back to back; docs/decisions.md P8). ``split_transactions`` forces
+        the two-commit path (the crash matrix uses it to crash between the two)."""
+        return not self.post_commit and not self.split_transactions
+
+    def _transaction_1(self, conn: Connection, head, msg: SisMessage) -> list[FlightState] | Decision | StepResult:
         """State, outbox events (unreleased), effects and ``applied_at`` in one commit (INV-17b).
 
-        Returns the touched states, or the handler's non-apply Decision (nothing written).
+        Returns the touched states, or the handler's non-apply Decision (nothing written), or the
+        terminal StepResult when transaction 2 was folded into this one.
         Raises ``LockLost`` when this session no longer holds the writer lock.
         """
+        msg_id = head.msg_id
         held = conn.exec_driver_sql(_WRITER_ROW_SQL, {"pid": writer_pid(conn) or -1,
                                                       "name": WRITER_LOCK_ROW}).scalar()
         if not held:
@@ -270,6 +283,9 @@ class Processor:
             events += effect.apply(conn, msg_id, now) or []
         if events:
             conn.exec_driver_sql(_EVENTS_SQL, [{c: e[c] for c in _EVENT_COLUMNS} for e in events])
+        if self.folds_transactions:
+            faults.reach("before_tx1_commit")
+            return self._finish(conn, head, SUCCEEDED, None, None, msg=msg, extra={"applied_at": now})
         done = conn.exec_driver_sql(_APPLIED_SQL, {
             "now": now, "identity": msg.meta.identity, "payload_hash": msg.payload_hash,
             "msg_type": msg.meta.type, "msg_styp": msg.meta.styp, "msg_id": msg_id,
@@ -307,11 +323,12 @@ class Processor:
     # --- terminal and failure paths ----------------------------------------------------------
     def _finish(self, conn: Connection, head, status: str, reason: str | None, detail: str | None, *,
                 msg: SisMessage | None = None, bind: bool = True, dup_of: int | None = None,
-                error_class: str | None = None, attempts: int | None = None) -> StepResult:
+                error_class: str | None = None, attempts: int | None = None,
+                extra: dict | None = None) -> StepResult:
         """Transaction 2: terminal status, history, backfill todo and event release, one statement."""
         now = self.clock.now()
         values: dict = {"status": status, "reason": reason, "error_detail": detail, "terminal_at": now,
-                        "updated_at": now, "next_attempt_at": None, "dup_of": dup_of}
+                        "updated_at": now, "next_attempt_at": None, "dup_of": dup_of, **(extra or {})}
         if error_class is not None:
             values["error_class"] = error_class
         if attempts is not None:
