@@ -38,7 +38,7 @@ def dispatcher(app: App, clock, *, delivery_timeout_s: float = 10.0, should_stop
 def process(app: App, *messages: str) -> None:
     for m in messages:
         app.mailbox.put(m)
-    app.pump(PumpOptions()).run()
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
 
 
 def events(app: App, topic: str | None = None) -> list:

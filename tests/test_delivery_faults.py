@@ -36,7 +36,7 @@ def make_app(settings, clock, bootstrap: str) -> App:
 def process(app: App, *messages: str) -> None:
     for m in messages:
         app.mailbox.put(m)
-    app.pump(PumpOptions()).run()
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
 
 
 def rows(app: App, topic: str = "msg") -> list:

@@ -34,6 +34,7 @@ def producer_config(bootstrap: str, *, delivery_timeout_s: float = 30.0,
         "client.id": "msgx-dispatcher",
         "linger.ms": 5,
         "message.timeout.ms": int(delivery_timeout_s * 1000),  # the send timeout bound (US-07 AC1)
+        "reconnect.backoff.max.ms": 2000,  # back within ~2 s of a broker returning
         "log_level": 3,
     }
     for key, value in (extra or {}).items():

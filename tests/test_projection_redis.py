@@ -1,0 +1,146 @@
+"""Redis projection flightInfo against real Redis servers: INV-23, INV-24, D10, DESIGN §2 step 8."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+import redis
+from sqlalchemy import func, select
+
+from msgx_engine.app import App
+from msgx_engine.delivery.projection import DEFAULT_KEY, Projection, connect, post_commit_hooks
+from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.state.model import FlightState
+from msgx_engine.state.serialize import state_json
+from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.tables import msg_event, proc_state
+from tests.builders import flop, gtdt
+
+
+def process(app: App, *messages: str) -> None:
+    for m in messages:
+        app.mailbox.put(m)
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
+
+
+def pg_json(app: App) -> dict[str, str]:
+    with app.engine.connect() as conn:
+        return {s.flid: state_json(s) for s in FlightRepository(conn).load_all_current()}
+
+
+@pytest.fixture
+def shared_projection(redis_url):
+    """A uniquely named projection on the shared Redis (never the real flightInfo key)."""
+    client = connect(redis_url)
+    proj = Projection(client, key=f"flightInfo_test_{uuid.uuid4().hex[:8]}")
+    yield proj
+    client.delete(proj.key, proj.version_key)
+    client.close()
+
+
+def state(flid: str, version: int, **fields: str) -> FlightState:
+    return FlightState(flid=flid, fields=MappingProxyType(dict(sorted(fields.items()))), state_version=version)
+
+
+def test_app_wires_projection_and_removes_deleted_flights(settings, clock, own_redis):
+    """INV-23, D10: with MSGX_REDIS_URL set the App projects each touched flight into hash flightInfo
+    (field FLID, value = the schd whole-state JSON) before the message is terminal; a deleted
+    flight is removed."""
+    app = App.from_settings(replace(settings, redis_url=own_redis.url), clock=clock)
+    process(app, gtdt("P1", (1, "A1")), gtdt("P2", (1, "B1")), gtdt("P1", (1, "A2"), (2, "A3")))
+    client = connect(own_redis.url)
+    assert client.hgetall(DEFAULT_KEY) == pg_json(app)
+    assert json.loads(client.hget(DEFAULT_KEY, "P1"))["STATE_VERSION"] == 2
+    process(app, flop("FDEL", "P2", "\t\t<FDEL></FDEL>\n"))
+    assert client.hget(DEFAULT_KEY, "P2") is None and client.hget(f"{DEFAULT_KEY}:version", "P2") == "2"
+    assert client.hgetall(DEFAULT_KEY) == pg_json(app)
+    app.dispose()
+
+
+def test_not_configured_is_reported(caplog):
+    """DESIGN §4: without MSGX_REDIS_URL the projection step is reported as not configured and skipped."""
+    with caplog.at_level(logging.INFO):
+        assert post_commit_hooks(None) == []
+    assert any("not configured" in r.message for r in caplog.records)
+
+
+def test_version_guard_keeps_newer_and_removes_codeshare(shared_projection):
+    """D10 version guard: an older write never overwrites a newer value or resurrects a removed
+    flight; an equal version is rewritten (idempotent redo); code-share (MAID) flights are removed."""
+    p = shared_projection
+    assert p.apply([state("V1", 3, FLNO="CA3")]) == 0
+    assert p.apply([state("V1", 2, FLNO="CA2")]) == 1
+    assert json.loads(p.get("V1"))["FLNO"] == "CA3"
+    assert p.apply([state("V1", 3, FLNO="CA3")]) == 0
+    p.apply([replace(state("V1", 4), deleted=True)])
+    assert p.get("V1") is None
+    assert p.apply([state("V1", 3, FLNO="CA3")]) == 1 and p.get("V1") is None
+    p.apply([state("V2", 1, FLNO="CA9")])
+    p.apply([state("V2", 2, FLNO="CA9", MAID="77")])
+    assert p.get("V2") is None
+
+
+def test_redis_down_pauses_at_projection_then_completes(settings, clock, own_redis):
+    """INV-23, INV-20b, DESIGN §2 steps 8-9: Redis stopped -> the message stays non-terminal
+    (FAILED/INFRA), its events are not released, the state is committed once; Redis back -> the
+    retry completes it without applying the state again, and the projection has it."""
+    app = App.from_settings(replace(settings, redis_url=own_redis.url), clock=clock)
+    process(app, gtdt("R1", (1, "A1")))
+    own_redis.stop()
+    process(app, gtdt("R1", (1, "B1")))
+    with app.engine.connect() as conn:
+        last = conn.execute(select(proc_state).order_by(proc_state.c.msg_id.desc()).limit(1)).one()
+        assert (last.status, last.error_class) == ("FAILED", "INFRA") and last.applied_at is not None
+        unreleased = conn.execute(select(func.count()).where(msg_event.c.msg_id == last.msg_id,
+                                                             msg_event.c.released_at.is_(None))).scalar_one()
+        assert unreleased == 2
+    own_redis.start()
+    clock.advance(5)
+    process(app)
+    with app.engine.connect() as conn:
+        row = conn.execute(select(proc_state).where(proc_state.c.msg_id == last.msg_id)).one()
+        assert row.status == "SUCCEEDED"
+        assert conn.execute(select(func.count()).where(msg_event.c.msg_id == last.msg_id)).scalar_one() == 2
+    client = connect(own_redis.url)
+    assert json.loads(client.hget(DEFAULT_KEY, "R1"))["STATE_VERSION"] == 2
+    assert client.hgetall(DEFAULT_KEY) == pg_json(app)
+    app.dispose()
+
+
+def test_flushed_redis_is_rebuilt_and_drift_is_caught(settings, clock, own_redis):
+    """INV-24, D10: after FLUSHALL the rebuild restores the projection from PostgreSQL (and its
+    version guard); the drift check reports a hand-edited, a missing and a foreign value."""
+    app = App.from_settings(replace(settings, redis_url=own_redis.url), clock=clock)
+    process(app, *[gtdt(f"W{i}", (1, f"G{i}")) for i in range(5)], flop("FDEL", "W4", "\t\t<FDEL></FDEL>\n"))
+    client = connect(own_redis.url)
+    proj = Projection(client)
+    before = client.hgetall(DEFAULT_KEY)
+    assert len(before) == 4 and proj.drift(app.engine).total == 0
+    client.flushall()
+    assert proj.drift(app.engine).missing == 4
+    assert proj.rebuild(app.engine) == 4
+    assert client.hgetall(DEFAULT_KEY) == before
+    assert client.hget(proj.version_key, "W4") == "2"
+    assert proj.apply([state("W4", 1, FLNO="old")]) == 1  # the guard came back with it
+    edited = json.loads(before["W1"]) | {"STND": "999"}
+    client.hset(DEFAULT_KEY, "W1", json.dumps(edited))
+    client.hdel(DEFAULT_KEY, "W2")
+    client.hset(DEFAULT_KEY, "ZZ", "{}")
+    drift = proj.drift(app.engine)
+    assert (drift.differing, drift.missing, drift.extra, drift.total) == (1, 1, 1, 3)
+    assert drift.sample == ["W1", "W2", "ZZ"]
+    proj.rebuild(app.engine)
+    assert proj.drift(app.engine).total == 0
+    app.dispose()
+
+
+def test_redis_error_raises_from_hook(settings, clock):
+    """INV-23: the hook raises when Redis is unreachable (so the pipeline keeps the message open)."""
+    proj = Projection(connect("redis://127.0.0.1:1/0", timeout_s=0.5))
+    with pytest.raises(redis.ConnectionError):
+        proj.hook(None, 1, [state("E1", 1)])  # type: ignore[arg-type]
