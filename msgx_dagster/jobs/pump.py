@@ -6,6 +6,7 @@ import dagster as dg
 from msgx_dagster.assets.specs import FLIGHT_STATE, MAILBOX, OUTBOX, PROC_STATE
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
+from msgx_engine.delivery.runner import inline_dispatcher
 from msgx_engine.monitor import backlog
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
 
@@ -17,6 +18,7 @@ class PumpConfig(dg.Config):
     idle_poll_s: float = 0.2
     max_runtime_s: float = 1800.0
     heartbeat_s: float = 15.0
+    inline_dispatch: bool = True     # long-lived runs also deliver to Kafka from a thread (issue 6)
 
 
 @dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
@@ -36,7 +38,8 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
                                     max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
                         on_heartbeat=heartbeat)
         try:
-            summary = pump.run()
+            with inline_dispatcher(app.settings, app.engine, enabled=config.inline_dispatch and config.idle_for_s > 0):
+                summary = pump.run()
         except PumpBusy as exc:
             raise dg.Failure(description=str(exc)) from exc
         left = backlog(app.engine, app.mailbox)

@@ -120,3 +120,8 @@ def unsent_count_upto(conn: Connection, topic: str, limit: int) -> int:
     """``min(unsent, limit)`` cheaply: the flush-by-size test runs every poll."""
     sub = select(msg_event.c.event_id).where(msg_event.c.topic == topic, *_unsent).limit(limit).subquery()
     return int(conn.execute(select(func.count()).select_from(sub)).scalar_one())
+
+
+def dead_count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(msg_event)
+                            .where(msg_event.c.dead_at.is_not(None), msg_event.c.sent_at.is_(None))).scalar_one())

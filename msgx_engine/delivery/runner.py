@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import replace
 
 from sqlalchemy import Engine
@@ -101,3 +102,10 @@ class BackgroundDispatcher:
             except Exception:  # noqa: BLE001 - keep the pump alive; the scheduled job is the backstop
                 log.exception("inline dispatcher failed; retrying in %.0fs", self.retry_s)
             self._stop.wait(self.retry_s)
+
+
+def inline_dispatcher(settings: Settings, engine: Engine, *, enabled: bool = True) -> AbstractContextManager:
+    """The pump's optional inline dispatcher: a BackgroundDispatcher when enabled and Kafka is configured."""
+    if not enabled or not settings.kafka_bootstrap:
+        return nullcontext()
+    return BackgroundDispatcher(settings, engine)

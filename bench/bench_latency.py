@@ -1,0 +1,178 @@
+"""End-to-end latency (DESIGN §6, issue 6): mailbox insert -> Kafka delivery of the `msg` record.
+
+A paced writer inserts GTDT messages into a fresh MariaDB mailbox at a steady rate; a consumer
+thread reads the `msg` topic and matches each record to its insert by the payload's MSG_ID
+(= mailbox id). Latency = consumer receive time - time the insert returned (same host clock).
+
+Modes:
+* ``engine`` (default): the production processes without Dagster: a long-lived ``msgx pump``
+  subprocess and a long-lived dispatcher subprocess (what ``dispatch_job`` runs).
+* ``dagster``: ``dagster dev`` with the msgx code location: the inbox sensor starts the
+  long-lived pump run (with its inline dispatcher), the dispatch schedule is on. One warm-up
+  message is delivered first, so the sensor's first tick and the cold run start are excluded.
+
+Prints p50/p99/max and the count. Target: p99 <= 2 s at 50 msg/s. Needs the machine's
+PostgreSQL, MariaDB and a Kafka-wire broker (MSGX_TEST_KAFKA, default 127.0.0.1:9092). Usage:
+``/work/.venv/bin/python bench/bench_latency.py [--mode engine|dagster] [--rate 50] [--seconds 60]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_pump import TAG, drop, mysql_db, pg_db  # noqa: E402
+from builders import gtdt  # noqa: E402
+
+from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
+
+KAFKA = os.environ.get("MSGX_TEST_KAFKA", "127.0.0.1:9092")
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+
+
+class MsgConsumer(threading.Thread):
+    """Records the wall-clock receive time of each `msg` record by its MSG_ID."""
+
+    def __init__(self, topic: str, partitions: int) -> None:
+        super().__init__(daemon=True)
+        self.received: dict[int, float] = {}
+        self.stop = threading.Event()
+        self.consumer = Consumer({"bootstrap.servers": KAFKA, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                                  "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            m = self.consumer.poll(0.1)
+            if m is None or m.error():
+                continue
+            self.received.setdefault(int(json.loads(m.value())["MSG_ID"]), time.time())
+        self.consumer.close()
+
+
+def start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen(argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, cwd=REPO,
+                            start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(ids: list[int], consumer: MsgConsumer, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and any(i not in consumer.received for i in ids):
+        time.sleep(0.05)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("engine", "dagster"), default="engine")
+    ap.add_argument("--rate", type=float, default=50.0)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--flights", type=int, default=300)
+    args = ap.parse_args()
+
+    topic_msg, topic_schd = f"bench_msg_{TAG}", f"bench_schd_{TAG}"
+    AdminClient({"bootstrap.servers": KAFKA}).create_topics([NewTopic(topic_msg, 4, 1), NewTopic(topic_schd, 4, 1)])
+    db_url, mailbox_url = pg_db(TAG), mysql_db(TAG)
+    work = Path(tempfile.mkdtemp(prefix="msgx-bench-latency-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+    redis_port = free_port()
+    env.update(MSGX_DB_URL=db_url, MSGX_MAILBOX_URL=mailbox_url, MSGX_KAFKA_BOOTSTRAP=KAFKA,
+               MSGX_TOPIC_MSG=topic_msg, MSGX_TOPIC_SCHD=topic_schd, MSGX_HOME=str(work / "home"),
+               MSGX_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0")
+    mailbox = Mailbox(mailbox_url)
+    consumer = MsgConsumer(topic_msg, 4)
+    consumer.start()
+    # A private Redis for the projection step (part of the measured path, DESIGN §2 step 8).
+    procs: list[subprocess.Popen] = [start(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
+                                            "--save", "", "--appendonly", "no"], env, work / "redis.log")]
+    total_s = args.seconds + 120
+    try:
+        if args.mode == "engine":
+            procs.append(start([str(BIN / "msgx"), "pump", "--idle-for", str(total_s), "--max-runtime", str(total_s)],
+                               env, work / "pump.log"))
+            procs.append(start([sys.executable, "-c", "from msgx_engine.config import Settings;"
+                                "from msgx_engine.delivery.runner import run_dispatch;"
+                                f"run_dispatch(Settings.from_env(), drain=False, run_for_s={total_s})"],
+                               env, work / "dispatch.log"))
+        else:
+            home = work / "dagster_home"
+            home.mkdir()
+            shutil.copy(REPO / "msgx_dagster" / "dagster.yaml", home / "dagster.yaml")
+            procs.append(start([str(BIN / "dagster"), "dev", "-m", "msgx_dagster.definitions", "-p", str(free_port())],
+                               {**env, "DAGSTER_HOME": str(home)}, work / "dagster.log"))
+        warm = mailbox.put(gtdt("WARM", (1, "W1")))
+        t_warm = time.time()
+        wait_for([warm], consumer, 180)
+        if warm not in consumer.received:
+            print(f"warm-up message never delivered; logs in {work}", file=sys.stderr)
+            return 1
+        print(f"warm-up delivered after {consumer.received[warm] - t_warm:.2f}s (excluded)")
+
+        n = int(args.rate * args.seconds)
+        inserted: dict[int, float] = {}
+        t0 = time.monotonic()
+        for i in range(n):
+            pause = t0 + i / args.rate - time.monotonic()
+            if pause > 0:
+                time.sleep(pause)
+            mid = mailbox.put(gtdt(f"L{i % args.flights}", (1, f"G{i % 97}")))
+            inserted[mid] = time.time()
+        achieved = n / (time.monotonic() - t0)
+        wait_for(list(inserted), consumer, 60)
+    finally:
+        for p in procs:
+            stop(p)
+        consumer.stop.set()
+        consumer.join(10)
+        mailbox.dispose()
+        drop([TAG])
+
+    lat = sorted(consumer.received[i] - t for i, t in inserted.items() if i in consumer.received)
+    missing = len(inserted) - len(lat)
+    if not lat:
+        print("no message delivered", file=sys.stderr)
+        return 1
+    p = statistics.quantiles(lat, n=100, method="inclusive")
+    print(f"mode {args.mode}: {len(inserted)} messages at {achieved:.1f} msg/s over {args.seconds:.0f}s, "
+          f"{missing} not delivered within 60 s after the load")
+    print(f"latency mailbox insert -> Kafka msg record: p50 {p[49] * 1000:.0f} ms, p99 {p[98] * 1000:.0f} ms, "
+          f"max {lat[-1] * 1000:.0f} ms (target p99 <= 2000 ms)")
+    return 0 if missing == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
