@@ -1,0 +1,135 @@
+"""Delivery under Dagster and beside the pump: dispatch_job, projection_rebuild_job, the drift
+check, the pump's inline dispatcher (US-07, INV-24, D10, DESIGN §5)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+
+import dagster as dg
+import pytest
+from sqlalchemy import select
+
+from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX, PROJECTION
+from msgx_dagster.definitions import defs
+from msgx_dagster.jobs.dispatch import dispatch_job
+from msgx_dagster.jobs.projection import projection_drift_check, projection_rebuild_job
+from msgx_dagster.resources import MsgxResource
+from msgx_engine.app import App
+from msgx_engine.delivery.projection import DEFAULT_KEY, connect
+from msgx_engine.delivery.runner import BackgroundDispatcher
+from msgx_engine.pipeline.clock import SystemClock
+from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.store.tables import msg_event
+from tests.builders import gtdt
+
+DRAIN = {"ops": {"dispatch_op": {"config": {"run_for_s": 0}}}}
+
+
+@pytest.fixture
+def kenv(settings, monkeypatch, kafka_bootstrap):
+    tag = uuid.uuid4().hex[:8]
+    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
+    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
+    monkeypatch.setenv("MSGX_KAFKA_BOOTSTRAP", kafka_bootstrap)
+    monkeypatch.setenv("MSGX_TOPIC_MSG", f"msg_{tag}")
+    monkeypatch.setenv("MSGX_TOPIC_SCHD", f"schd_{tag}")
+    return replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
+
+
+def process(app: App, *messages: str) -> None:
+    for m in messages:
+        app.mailbox.put(m)
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
+
+
+def execute(job, **kw) -> tuple[dg.ExecuteInProcessResult, list[str]]:
+    """Run in process; also return the run's log messages (context.log lines are not DagsterEvents)."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(resources={"msgx": MsgxResource()}, instance=instance, **kw)
+        return result, [e.user_message for e in instance.all_logs(result.run_id)]
+
+
+def unsent(app: App) -> int:
+    with app.engine.connect() as conn:
+        return len(conn.execute(select(msg_event.c.event_id).where(msg_event.c.sent_at.is_(None))).fetchall())
+
+
+def test_definitions_register_delivery():
+    """DESIGN §5: dispatch_job (singleton, every minute), projection_rebuild_job and both checks are
+    in the code location; topics and projection hang under the outbox / flight state."""
+    assert defs.resolve_job_def("dispatch_job").tags.get("singleton") == "dispatch"
+    assert defs.resolve_job_def("projection_rebuild_job").tags.get("singleton") == "projection"
+    schedule = next(s for s in defs.schedules if s.job_name == "dispatch_job")
+    assert schedule.cron_schedule == "* * * * *"
+    graph = defs.resolve_asset_graph()
+    assert OUTBOX in graph.get(KAFKA_MSG).parent_keys and OUTBOX in graph.get(KAFKA_SCHD).parent_keys
+    check_keys = {k.asset_key for k in graph.asset_check_keys}
+    assert {OUTBOX, PROJECTION} <= check_keys
+
+
+def test_dispatch_job_delivers_with_per_batch_materializations(kenv, clock, kafka_reader):
+    """US-07, DESIGN §5: dispatch_job sends every released event and logs one materialization per
+    topic per batch (not per record)."""
+    app = App.from_settings(kenv, clock=clock)
+    process(app, *[gtdt(f"J{i % 2}", (1, f"G{i}")) for i in range(4)])
+    result = dispatch_job.execute_in_process(run_config=DRAIN, resources={"msgx": MsgxResource()})
+    assert result.success and unsent(app) == 0
+    mats = result.asset_materializations_for_node("dispatch_op")
+    msg_mats = [m for m in mats if m.asset_key == KAFKA_MSG]
+    assert len(msg_mats) == 1 and msg_mats[0].metadata["records_sent"].value == 4
+    assert len(kafka_reader(kenv.kafka_bootstrap, kenv.topic_msg, 4)) == 4
+    app.dispose()
+
+
+def test_dispatch_job_without_kafka_reports_not_configured(settings, clock, monkeypatch):
+    """DESIGN §4: without MSGX_KAFKA_BOOTSTRAP the run succeeds, says so, and events stay pending."""
+    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
+    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
+    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
+    app = App.from_settings(settings, clock=clock)
+    process(app, gtdt("N1", (1, "A1")))
+    result, logs = execute(dispatch_job, run_config=DRAIN)
+    assert result.success and unsent(app) == 2
+    assert any("not configured" in m for m in logs)
+    app.dispose()
+
+
+def test_rebuild_job_and_drift_check(settings, clock, monkeypatch, own_redis):
+    """INV-24, D10: the drift check fails on a flushed projection, projection_rebuild_job restores it
+    from PostgreSQL, and the check passes again."""
+    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
+    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
+    monkeypatch.setenv("MSGX_REDIS_URL", own_redis.url)
+    app = App.from_settings(replace(settings, redis_url=own_redis.url), clock=clock)
+    process(app, gtdt("Q1", (1, "A1")), gtdt("Q2", (1, "A2")))
+    client = connect(own_redis.url)
+    before = client.hgetall(DEFAULT_KEY)
+    client.flushall()
+    failed = projection_drift_check(msgx=MsgxResource())
+    assert not failed.passed and failed.metadata["missing"].value == 2
+    result = projection_rebuild_job.execute_in_process(resources={"msgx": MsgxResource()})
+    assert result.success and client.hgetall(DEFAULT_KEY) == before
+    assert projection_drift_check(msgx=MsgxResource()).passed
+    app.dispose()
+
+
+def test_inline_dispatcher_delivers_beside_the_pump_and_yields_the_lock(kenv, clock, kafka_reader):
+    """US-07, DESIGN §5: the pump's inline dispatcher thread delivers released events within its poll;
+    a scheduled dispatch meanwhile finds the lock taken (skips), and after stop() the lock is free."""
+    app = App.from_settings(kenv, clock=clock)
+    with BackgroundDispatcher(kenv, app.engine, clock=SystemClock()) as inline:
+        process(app, gtdt("I1", (1, "A1")), gtdt("I2", (1, "A2")))
+        deadline = time.monotonic() + 30
+        while unsent(app):
+            assert time.monotonic() < deadline, "inline dispatcher did not deliver"
+            time.sleep(0.05)
+        skipped, logs = execute(dispatch_job, run_config=DRAIN)
+        assert skipped.success and any("dispatch skipped" in m for m in logs)
+    assert not inline._thread.is_alive()
+    assert len(kafka_reader(kenv.kafka_bootstrap, kenv.topic_msg, 2)) == 2
+    process(app, gtdt("I1", (1, "B1")))
+    assert dispatch_job.execute_in_process(run_config=DRAIN, resources={"msgx": MsgxResource()}).success
+    assert unsent(app) == 0
+    app.dispose()
