@@ -277,12 +277,16 @@ class Processor:
             next_states.append(state)
             events += build_events(msg_id, msg, state, result.changed, result.cleared)
         now = self.clock.now()
-        with pipelined(conn):        # the state writes travel together: one round trip, not one each
+        rows = [{c: e[c] for c in _EVENT_COLUMNS} for e in events]
+        with pipelined(conn):        # the writes travel together: one round trip, not one each
             repo.persist_next_states(next_states, now=now)
+            if rows and not decision.effects:
+                conn.exec_driver_sql(_EVENTS_SQL, rows)
+                rows = []
         for effect in decision.effects:  # effects read their own results (ledger CAS): not pipelined
-            events += effect.apply(conn, msg_id, now) or []
-        if events:
-            conn.exec_driver_sql(_EVENTS_SQL, [{c: e[c] for c in _EVENT_COLUMNS} for e in events])
+            rows += [{c: e[c] for c in _EVENT_COLUMNS} for e in effect.apply(conn, msg_id, now) or []]
+        if rows:
+            conn.exec_driver_sql(_EVENTS_SQL, rows)
         if self.folds_transactions:
             faults.reach("before_tx1_commit")
             return self._finish(conn, head, SUCCEEDED, None, None, msg=msg, extra={"applied_at": now})
