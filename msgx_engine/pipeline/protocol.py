@@ -78,14 +78,16 @@ def is_disconnect(exc: BaseException) -> bool:
 
 # The per-message statements as plain SQL sent with ``exec_driver_sql``: built once, no
 # statement construction or compilation per message (DESIGN §6 pump budget).
+# The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
+# transaction that applies the head starts here, so the lock costs no extra round trip.
 _HEAD_SQL = (
+    "WITH w AS (SELECT pg_backend_pid() = %(pid)s AS held FROM pipeline_lock WHERE name = %(name)s "
+    "FOR UPDATE) "
     "SELECT p.*, (SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
-    "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen "
+    "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen, (SELECT held FROM w) AS writer_held "
     "FROM proc_state p WHERE p.status IN ('PENDING', 'FAILED') ORDER BY p.msg_id LIMIT 1")
 _IDENTITY_SQL = ("SELECT msg_id, payload_hash FROM proc_state WHERE identity_key = %(identity)s "
                  "AND msg_id <> %(msg_id)s LIMIT 1")
-_WRITER_ROW_SQL = ("SELECT pg_backend_pid() = %(pid)s FROM pipeline_lock WHERE name = %(name)s "
-                   "FOR UPDATE")
 _EVENT_COLUMNS = ("msg_id", "flid", "topic", "kind", "state_version", "payload")
 _EVENTS_SQL = (f"INSERT INTO msg_event ({', '.join(_EVENT_COLUMNS)}) "
                f"VALUES ({', '.join(f'%({c})s' for c in _EVENT_COLUMNS)})")
@@ -139,8 +141,9 @@ class Processor:
 
     # --- queue head ------------------------------------------------------------------------
     def head(self, conn: Connection):
-        """The smallest non-terminal id (INV-3), with ``gap_seen``: the youngest open gap below it."""
-        return conn.exec_driver_sql(_HEAD_SQL).first()
+        """The smallest non-terminal id (INV-3), with ``gap_seen`` (the youngest open gap below it) and
+        ``writer_held`` (this session holds the writer lock; the writer row is now locked)."""
+        return conn.exec_driver_sql(_HEAD_SQL, {"pid": writer_pid(conn) or -1, "name": WRITER_LOCK_ROW}).first()
 
     def step(self, conn: Connection) -> StepResult:
         """Process the queue head once if it is due. Never lets a larger id overtake it (INV-3)."""
@@ -250,9 +253,7 @@ class Processor:
         Raises ``LockLost`` when this session no longer holds the writer lock.
         """
         msg_id = head.msg_id
-        held = conn.exec_driver_sql(_WRITER_ROW_SQL, {"pid": writer_pid(conn) or -1,
-                                                      "name": WRITER_LOCK_ROW}).scalar()
-        if not held:
+        if not head.writer_held:     # the writer row was locked by the head query, same transaction
             conn.rollback()
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
         repo = FlightRepository(conn)
