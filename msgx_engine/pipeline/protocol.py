@@ -259,6 +259,7 @@ class Processor:
         repo = FlightRepository(conn)
         ctx = prepare(conn, msg)
         current = ctx.flights
+        before_states = dict(current)
         decision = decide(msg, ctx)
         if decision.outcome != APPLY:
             conn.rollback()
@@ -280,7 +281,7 @@ class Processor:
         now = self.clock.now()
         rows = [{c: e[c] for c in _EVENT_COLUMNS} for e in events]
         with pipelined(conn):        # the writes travel together: one round trip, not one each
-            repo.persist_next_states(next_states, now=now)
+            repo.persist_next_states(next_states, now=now, previous=before_states)
             if rows and not decision.effects:
                 conn.exec_driver_sql(_EVENTS_SQL, rows)
                 rows = []

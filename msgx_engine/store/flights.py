@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
+from functools import cache
 from types import MappingProxyType
 
 from sqlalchemy import Connection, func, select
@@ -60,10 +61,15 @@ def _details_sql() -> str:
     return " UNION ALL ".join(parts) + " ORDER BY tbl, flid, ordinal"
 
 
-def _delete_sql() -> str:
-    """One statement deleting a batch's rows from all 9 detail tables (data-modifying CTEs)."""
-    ctes = ", ".join(f"del_{name} AS (DELETE FROM {name} WHERE flid = ANY(%(flids)s))" for name in detail_tables)
+@cache
+def _delete_sql(tables: tuple[str, ...]) -> str:
+    """One statement deleting a batch's rows from the given detail tables (data-modifying CTEs)."""
+    ctes = ", ".join(f"del_{name} AS (DELETE FROM {name} WHERE flid = ANY(%(flids)s))" for name in tables)
     return f"WITH {ctes} SELECT 1"
+
+
+def _tables_holding(states: Iterable[FlightState]) -> set[str]:
+    return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
 
 def _insert_sql(table: str, columns: Sequence[str]) -> str:
@@ -72,10 +78,11 @@ def _insert_sql(table: str, columns: Sequence[str]) -> str:
 
 # The hot statements as plain SQL, built once from the table metadata and sent with
 # ``exec_driver_sql``: no per-call statement construction or compilation (DESIGN §6 budgets).
-_MAIN_SQL = "SELECT * FROM flight_schd WHERE flid = ANY(%(flids)s)"
+# Main rows travel as one JSON value each, NULL columns stripped: a ~75-column row costs the
+# driver and SQLAlchemy far less as one column than as 75.
+_MAIN_SQL = "SELECT json_strip_nulls(to_json(f.*)) FROM flight_schd f WHERE f.flid = ANY(%(flids)s)"
 _MAIN_SQL_FOR_UPDATE = _MAIN_SQL + " FOR UPDATE"
 _DETAILS_SQL = _details_sql()
-_DELETE_SQL = _delete_sql()
 _MAIN_COLUMNS = tuple(c.name for c in flight_schd.c if c.name != "created_at")
 _UPSERT_SQL = (_insert_sql("flight_schd", _MAIN_COLUMNS) + " ON CONFLICT (flid) DO UPDATE SET "
                + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid"))
@@ -111,21 +118,29 @@ def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
     return row
 
 
-def row_to_fields(row) -> dict[str, Value]:
-    m = row._mapping
+_SCALAR_BY_COLUMN = {name.lower(): name for name in SCALARS}
+
+
+def row_to_fields(m: Mapping[str, object]) -> dict[str, Value]:
+    """A main row (column -> value, NULL columns may be absent) back to state fields."""
     fields: dict[str, Value] = {}
-    for name in SCALARS:
-        if m[name.lower()] is not None:
-            fields[name] = m[name.lower()]
+    for col, value in m.items():
+        name = _SCALAR_BY_COLUMN.get(col)
+        if name is not None and value is not None:
+            fields[name] = value  # type: ignore[assignment]
     for obj in OBJECTS:
-        parts = {p: m[c] for p, c in zip(obj.parts, obj.columns, strict=True) if m[c] is not None}
+        parts = {p: m[c] for p, c in zip(obj.parts, obj.columns, strict=True) if m.get(c) is not None}
         if parts:
-            fields[obj.key] = freeze_entry(parts)
+            fields[obj.key] = freeze_entry(parts)  # type: ignore[arg-type]
     for group in TEXT_GROUPS:
-        raw = m[group.column]
+        raw = m.get(group.column)
         if raw:
-            fields[group.key] = tuple(freeze_entry(e) for e in json.loads(raw))
+            fields[group.key] = tuple(freeze_entry(e) for e in json.loads(raw))  # type: ignore[arg-type]
     return fields
+
+
+def _as_dict(value: object) -> dict:
+    return json.loads(value) if isinstance(value, str) else value  # type: ignore[return-value]
 
 
 class FlightRepository:
@@ -140,25 +155,26 @@ class FlightRepository:
         wanted = sorted(set(flids))
         if not wanted:
             return {}
-        rows = self.conn.exec_driver_sql(_MAIN_SQL_FOR_UPDATE if for_update else _MAIN_SQL,
-                                         {"flids": wanted}).fetchall()
-        fields_by_flid: dict[str, dict[str, Value]] = {r.flid: row_to_fields(r) for r in rows}
+        rows = [_as_dict(r[0]) for r in self.conn.exec_driver_sql(
+            _MAIN_SQL_FOR_UPDATE if for_update else _MAIN_SQL, {"flids": wanted})]
+        fields_by_flid: dict[str, dict[str, Value]] = {r["flid"]: row_to_fields(r) for r in rows}
         found = list(fields_by_flid)
         if found:
             self._load_details(found, fields_by_flid)
         states: dict[str, FlightState] = {}
         for r in rows:
-            states[r.flid] = FlightState(
-                flid=r.flid, fields=MappingProxyType(dict(sorted(fields_by_flid[r.flid].items()))),
-                fday=r.fday, state_version=r.state_version, last_message_id=r.last_message_id,
-                deleted=r.deleted)
+            flid = r["flid"]
+            fday = r.get("fday")
+            states[flid] = FlightState(
+                flid=flid, fields=MappingProxyType(dict(sorted(fields_by_flid[flid].items()))),
+                fday=date.fromisoformat(fday) if fday else None, state_version=r["state_version"],
+                last_message_id=r.get("last_message_id"), deleted=r["deleted"])
         return states
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
         grouped: dict[tuple[str, str], list] = defaultdict(list)
         for tbl, flid, _ordinal, row in self.conn.exec_driver_sql(_DETAILS_SQL, {"flids": list(flids)}):
-            if isinstance(row, str):
-                row = json.loads(row)
+            row = _as_dict(row)
             spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
             grouped[(flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
         for (flid, key), entries in grouped.items():
@@ -173,11 +189,14 @@ class FlightRepository:
         states = self.load(flids)
         return [states[f] for f in flids]
 
-    def persist_next_states(self, states: Sequence[FlightState], *, now: datetime | None = None) -> None:
+    def persist_next_states(self, states: Sequence[FlightState], *, now: datetime | None = None,
+                            previous: Mapping[str, FlightState] | None = None) -> None:
         """The single writer path: upsert main rows, then rewrite every detail group.
 
         ``now`` stamps ``updated_at``/``deleted_at``; callers pass their clock's time (the
-        database's clock is read only when they do not).
+        database's clock is read only when they do not). ``previous`` are the states the caller
+        loaded in this transaction: with them, only the detail tables that held or will hold rows
+        for these flights are rewritten (a new flight has none to delete); without them, all 9.
         """
         if not states:
             return
@@ -187,7 +206,13 @@ class FlightRepository:
         for r in rows:
             r["updated_at"] = now
         self.conn.exec_driver_sql(_UPSERT_SQL, rows)
-        self.conn.exec_driver_sql(_DELETE_SQL, {"flids": [s.flid for s in states]})
+        if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
+            tables = tuple(detail_tables)
+        else:
+            olds = [previous[st.flid] for st in states if st.flid in previous]
+            tables = tuple(t for t in detail_tables if t in _tables_holding(olds))
+        if tables:
+            self.conn.exec_driver_sql(_delete_sql(tables), {"flids": [s.flid for s in states]})
         inserts: dict[str, list[dict]] = defaultdict(list)
         for state in states:
             for spec in COLLECTIONS:
