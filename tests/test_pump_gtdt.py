@@ -127,3 +127,28 @@ def test_mark_is_written_only_where_null(app):
     # the first row is already marked, so intake never sees it; the second is processed and marked
     drain(app)
     assert app.mailbox.processed_at([m])[m] == earlier
+
+
+def test_identity_clash_is_classified_on_both_commit_paths(app):
+    """INV-9 / US-03 AC3: a second message with a bound identity has no business effect, whether
+    transaction 2 is folded into transaction 1 (no post-commit step) or runs after a post-commit
+    step (the projection path): same content -> SKIPPED(duplicate), other content ->
+    SKIPPED(identity_conflict), dup_of names the first."""
+    for split in (False, True):
+        hooks = [lambda conn, msg_id, states: None] if split else []
+        app.post_commit[:] = hooks
+        flid = f"ID{int(split)}"
+        first = app.mailbox.put(gtdt(flid, (1, "A1"), seqn=910 + split))
+        dup = app.mailbox.put(gtdt(flid, (1, "A1"), seqn=910 + split))
+        clash = app.mailbox.put(gtdt(flid, (1, "Z9"), seqn=910 + split))
+        drain(app)
+        with app.engine.connect() as conn:
+            rows = {r.msg_id: (r.status, r.reason, r.dup_of) for r in conn.execute(
+                select(proc_state.c.msg_id, proc_state.c.status, proc_state.c.reason, proc_state.c.dup_of)
+                .where(proc_state.c.msg_id.in_([first, dup, clash])))}
+            version = conn.execute(select(flight_schd.c.state_version).where(flight_schd.c.flid == flid)).scalar_one()
+            evs = conn.execute(select(msg_event.c.msg_id).where(msg_event.c.flid == flid)).fetchall()
+        assert rows == {first: ("SUCCEEDED", None, None), dup: ("SKIPPED", "duplicate", first),
+                        clash: ("SKIPPED", "identity_conflict", first)}
+        assert version == 1 and {e.msg_id for e in evs} == {first}
+        assert gates(app, flid) == [(1, "1", "A1", "D")]
