@@ -60,12 +60,13 @@ def mysql_db(name: str) -> str:
     return url
 
 
-def drop(names: list[str]) -> None:
+def drop(names: list[str], mailbox: str = TAG) -> None:
+    """Drop the benchmark's PostgreSQL databases and its MariaDB mailbox."""
     with psycopg.connect(PG, autocommit=True) as conn:
         for n in names:
             conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
     with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
-        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{TAG}`")
+        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{mailbox}`")
 
 
 def workload(n: int, flights: int) -> list[tuple[str, list[tuple[int, str]], str]]:

@@ -27,12 +27,12 @@ import uuid
 from pathlib import Path
 
 import psycopg
-import pymysql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pump import MYSQL_HOST, MYSQL_PORT, PG, mysql_db, pg_db  # noqa: E402  (shared database setup)
+from bench_pump import drop as bench_drop  # noqa: E402  (shared database setup)
+from bench_pump import mysql_db, pg_db  # noqa: E402
 from snapshot_builders import big_package  # noqa: E402
 
 from msgx_engine.app import App  # noqa: E402
@@ -47,14 +47,6 @@ from msgx_engine.state.model import FlightState  # noqa: E402
 from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
 
 TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
-
-
-def drop(names: list[str]) -> None:
-    with psycopg.connect(PG, autocommit=True) as conn:
-        for n in names:
-            conn.execute(f'DROP DATABASE IF EXISTS "{n}" WITH (FORCE)')
-    with pymysql.connect(host=MYSQL_HOST, port=MYSQL_PORT, user="root", autocommit=True) as conn:
-        conn.cursor().execute(f"DROP DATABASE IF EXISTS `{TAG}`")
 
 
 def run_floor(pg_url: str, xml: str) -> float:
@@ -139,7 +131,7 @@ def main() -> int:
         after_second = counts(app)
         app.dispose()
     finally:
-        drop(names)
+        bench_drop(names, TAG)
     print(f"package: {n} flights, {len(first.encode()) / 1e6:.1f} MB, 2 gates + 3 desks + 2 routes + 2 stands each")
     print(f"floor (parse + extract + one bulk upsert):        {floor_s:6.2f}s")
     print(f"snapshot, new day (registered -> terminal):        {first_s:6.2f}s   ratio {first_s / floor_s:.2f}"
