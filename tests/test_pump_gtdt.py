@@ -152,3 +152,20 @@ def test_identity_clash_is_classified_on_both_commit_paths(app):
                         clash: ("SKIPPED", "identity_conflict", first)}
         assert version == 1 and {e.msg_id for e in evs} == {first}
         assert gates(app, flid) == [(1, "1", "A1", "D")]
+
+
+def test_ignore_rule_applies_before_the_structure_check(settings, clock):
+    """US-04: an ignored TYPE-STYP is SKIPPED(ignored:<rule>) even when its body would be refused
+    as malformed (here a FLOP block without FLID); the mark is still written."""
+    from dataclasses import replace
+
+    from msgx_engine.app import App
+
+    app = App.from_settings(replace(settings, ignore_rules=("flop-gtdt",)), clock=clock)
+    try:
+        bad = app.mailbox.put(envelope("FLOP", "GTDT", "\t<FLOP><FFID>X</FFID></FLOP>\n"))
+        drain(app)
+        assert status_of(app, bad) == ("SKIPPED", "ignored:flop-gtdt")
+        assert marked(app, [bad]) == {bad: True}
+    finally:
+        app.dispose()

@@ -34,7 +34,7 @@ from msgx_engine.pipeline.events import build_events
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
-from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
+from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
 from msgx_engine.state.model import FlightState, apply
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.tables import (
@@ -193,11 +193,14 @@ class Processor:
         try:
             msg = decode(body, max_bytes=self.max_body_bytes)
         except SisRefused as exc:
+            rule = self._ignored_by(exc.meta) if exc.meta is not None else None
+            if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
+                return self._finish(conn, head, SKIPPED, f"ignored:{rule}", None)
             return self._finish(conn, head, DEAD_STATUS, exc.reason, exc.detail, error_class="MALFORMED")
         except Exception as exc:  # a decoder defect, not a verdict on the message: retried
             log.exception("decoder error on mailbox id %s", msg_id)
             return self._failure(conn, head, "CODEC_ERROR", exc)
-        rule = self._ignored_by(msg)
+        rule = self._ignored_by(msg.meta)
         if rule is not None:
             return self._finish(conn, head, SKIPPED, f"ignored:{rule}", None, msg=msg, bind=False)
         # Identity (INV-9) is checked optimistically on the apply path: binding it is part of the
@@ -246,9 +249,9 @@ class Processor:
                             f"{msg.meta.identity} bound to mailbox id {other.msg_id} with other content",
                             msg=msg, bind=False, dup_of=other.msg_id)
 
-    def _ignored_by(self, msg: SisMessage) -> str | None:
+    def _ignored_by(self, meta: Meta) -> str | None:
         """US-04: case-insensitive TYPE-STYP / TYPE-* rules, checked before identity binding."""
-        key = msg.meta.type_styp.upper()
+        key = meta.type_styp.upper()
         for rule in self.ignore_rules:
             if fnmatch.fnmatchcase(key, rule.upper()):
                 return rule

@@ -25,10 +25,11 @@ _DOCTYPE_RE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 class SisRefused(ValueError):
     """The text is not a usable SIS message. ``reason`` is the recorded classification."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, meta: Meta | None = None) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.meta = meta      # set when META was readable (ignore rules still apply, US-04)
 
 
 @dataclass(frozen=True)
@@ -179,5 +180,8 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
     if not _TYPE_RE.match(meta.type):
         raise SisRefused("malformed", f"META TYPE {meta.type!r} is not a SIS type code")
     kind = _kind(meta.type)
-    _check_structure(kind, meta, root)
+    try:
+        _check_structure(kind, meta, root)
+    except SisRefused as exc:
+        raise SisRefused(exc.reason, exc.detail, meta) from None
     return SisMessage(meta=meta, kind=kind, root=root, payload_hash=_canonical_hash(root))
