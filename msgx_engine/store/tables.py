@@ -48,6 +48,10 @@ flight_schd = Table(
 )
 
 
+# Code-share children are found by MAID (FDEL cascade, INV-21/22); most flights have none.
+Index("flight_schd_maid_idx", flight_schd.c.maid, postgresql_where=text("maid IS NOT NULL"))
+
+
 def _detail_table(table_name: str) -> Table:
     specs = [c for c in COLLECTIONS if c.table == table_name]
     columns: list[str] = []
