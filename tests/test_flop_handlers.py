@@ -95,6 +95,32 @@ def test_invalid_enumeration_is_dead():
     assert decision.outcome == DEAD and "DDIR" in decision.detail
 
 
+def _port(flid: str, *entries: tuple[str, str]) -> str:
+    body = "".join(f"\t\t<PORT><POTM>{t}</POTM><POID>{p}</POID></PORT>\n" for t, p in entries)
+    return flop("PORT", flid, body or "\t\t<PORT></PORT>\n")
+
+
+def test_port_keeps_open_and_close_side_by_side():
+    """PORT (catalogue: peer keeps port_open_time and port_close_time): a message replaces only the
+    entry of its own POID; POTM empty clears that POID; an empty PORT clears both; a POID other
+    than O/C is DEAD(malformed) (G-FLOP-UNMAPPED)."""
+    before = FlightState(flid="P1", fields=MappingProxyType(
+        {"PORT": (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),)}), state_version=1)
+    close = handle_flop(decode(_port("P1", ("10AUG182030", "C"))), {"P1": before})
+    assert close.outcome == APPLY
+    assert Replace("PORT", (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),
+                            freeze_entry({"POID": "C", "POTM": "10AUG182030"}))) in close.changes[0].commands
+    both = FlightState(flid="P1", fields=MappingProxyType({"PORT": (
+        freeze_entry({"POID": "O", "POTM": "10AUG181855"}), freeze_entry({"POID": "C", "POTM": "10AUG182030"}))}),
+        state_version=2)
+    reopen = handle_flop(decode(flop("PORT", "P1", "\t\t<PORT><POTM></POTM><POID>C</POID></PORT>\n")), {"P1": both})
+    assert Replace("PORT", (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),)) in reopen.changes[0].commands
+    cleared = handle_flop(decode(_port("P1")), {"P1": both})
+    assert Clear("PORT") in cleared.changes[0].commands
+    bad = handle_flop(decode(_port("P1", ("10AUG181855", "X"))), {"P1": both})
+    assert bad.outcome == DEAD and "POID" in (bad.detail or "")
+
+
 def test_effective_drops_no_ops():
     """US-05 AC5 value-equal comparison; FS §5.4 unknown flight; INV-29 only ADFT restores."""
     live, gone = state("F1", STND="S1"), state("F1", deleted=True, STND="S1")

@@ -38,3 +38,27 @@ def test_upgrade_matches_the_table_module_and_downgrade_removes_everything(pg_db
         assert migrate.is_current(engine)
     finally:
         engine.dispose()
+
+
+def test_0004_moves_port_values_and_back(pg_dbs):
+    """PORT open/close side by side: 0004 turns the old single pair into a one-entry port_text and
+    its downgrade restores the pair (data kept both ways)."""
+    import json
+
+    from sqlalchemy import text
+
+    engine = make_engine(pg_dbs.fresh(migrated=False))
+    try:
+        migrate.upgrade(engine, "0003")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO flight_schd (flid, port_poid, port_potm) VALUES ('F1', 'O', '10AUG181855')"))
+        migrate.upgrade(engine, "0004")
+        with engine.connect() as conn:
+            port = conn.execute(text("SELECT port_text FROM flight_schd WHERE flid = 'F1'")).scalar_one()
+        assert json.loads(port) == [{"POID": "O", "POTM": "10AUG181855"}]
+        migrate.downgrade(engine, "0003")
+        with engine.connect() as conn:
+            row = conn.execute(text("SELECT port_poid, port_potm FROM flight_schd WHERE flid = 'F1'")).one()
+        assert tuple(row) == ("O", "10AUG181855")
+    finally:
+        engine.dispose()

@@ -78,7 +78,6 @@ OBJECTS: tuple[ObjectSpec, ...] = (
     ObjectSpec("FDIV", attrs=("DDES", "DDIR"), text=True, enums=(("DDIR", ("TO", "FROM")),)),
     ObjectSpec("FRET", attrs=("REID",), text=True, enums=(("REID", ("A", "G")),)),
     ObjectSpec("FLAB", attrs=("ARES",), text=True, enums=(("ARES", ("O", "G")),)),
-    ObjectSpec("PORT", children=("POTM", "POID")),
 )
 OBJECT_BY_KEY: dict[str, ObjectSpec] = {o.key: o for o in OBJECTS}
 
@@ -102,7 +101,11 @@ TEXT_GROUPS: tuple[TextGroupSpec, ...] = (
     TextGroupSpec("PSHT", "PSHN", ("PSTM", "PSID", "PUST")),
     TextGroupSpec("TIPT", None, ("TRTM", "TRST")),
     TextGroupSpec("MAFL", None, ("FLID", "ALCD", "FLNO")),
+    # Port open (POID=O) and close (POID=C) times side by side: a PORT message replaces only the
+    # entry with its own POID (the peer keeps both, as port_open_time / port_close_time).
+    TextGroupSpec("PORT", None, ("POTM", "POID")),
 )
+PORT_IDS: tuple[str, ...] = ("O", "C")
 TEXT_GROUP_BY_KEY: dict[str, TextGroupSpec] = {t.key: t for t in TEXT_GROUPS}
 
 # FLOP subtypes whose STYP names a payload made of several scalar elements.

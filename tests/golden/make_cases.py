@@ -42,9 +42,11 @@ OLD_OBJECTS = {
     "FDIV": {"DDES": "PEK", "DDIR": "FROM", "TEXT": "OLD REASON"},
     "FRET": {"REID": "A", "TEXT": "OLD REASON"},
     "FLAB": {"ARES": "O", "TEXT": "OLD REASON"},
-    "PORT": {"POID": "C", "POTM": "01JAN210000"},
 }
-NEW_OBJECTS = {"PORT": {"POTM": "10AUG181855", "POID": "O"}}
+NEW_OBJECTS: dict[str, dict[str, str]] = {}
+# Groups whose entries must be valid to be accepted (PORT keys its entries by POID O/C).
+OLD_GROUPS = {"PORT": [{"POID": "C", "POTM": "01JAN210000"}]}
+NEW_GROUPS = {"PORT": [{"POTM": "10AUG181855", "POID": "O"}]}
 
 
 def group_spec(key: str):
@@ -54,6 +56,8 @@ def group_spec(key: str):
 def old_value(key: str) -> object:
     if key in OBJECT_BY_KEY:
         return OLD_OBJECTS[key]
+    if key in OLD_GROUPS:
+        return OLD_GROUPS[key]
     spec = group_spec(key)
     if spec is None:
         return f"OLD{key}"
@@ -94,6 +98,8 @@ def element(key: str, value: object) -> str:
 def new_value(key: str) -> object:
     if key in OBJECT_BY_KEY:
         return NEW_OBJECTS.get(key) or {**OLD_OBJECTS[key], "TEXT": "NEW REASON"}
+    if key in NEW_GROUPS:
+        return NEW_GROUPS[key]
     spec = group_spec(key)
     if spec is None:
         return f"NEW{key}"
