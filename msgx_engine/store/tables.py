@@ -213,6 +213,7 @@ req_track = Table(
     _ts("created_at", nullable=False, server_default=func.now()),
     _ts("sent_at"),
     _ts("done_at"),
+    Column("seqn", Text),                       # META SEQN, recorded before the COUTMSGS insert (0005)
 )
 
 ref_master = Table(

@@ -1,0 +1,222 @@
+"""``req_track`` lifecycle (D16; US-08 AC2/AC3; C-24): REGISTERED -> SENT -> DONE/TIMEOUT/EXPIRED.
+
+Why the steps are split the way they are:
+
+- ``register`` only writes PostgreSQL (AC2: the intent is durable before anything leaves). In the
+  same transaction it expires any older open (REGISTERED/SENT) request of the same (rtype, styp)
+  (AC3). A transaction advisory lock per (rtype, styp) serialises registrations, so two
+  concurrent ones cannot both see "nothing open" (a row lock could not: there may be no row yet).
+- ``send_pending`` commits the SEQN it is about to use *before* the COUTMSGS insert. A request
+  found REGISTERED with a SEQN already set may have reached the mailbox in a run that died before
+  marking it SENT, so it is looked up in COUTMSGS by that SEQN first and only inserted when absent
+  (AC2: "recoverable, never a blind resend"). One sender at a time (PostgreSQL session advisory
+  lock): a second concurrent ``send_pending`` returns at once instead of racing the lookup.
+- C-24: at most one SENT, unanswered request per message type (RQFD, RQRD). A REGISTERED request
+  waits while another of its type is in flight; since every SENT request ends (answer, TIMEOUT,
+  or EXPIRED by a newer registration of its kind), nothing waits forever (AC3).
+- ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
+  to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
+  SCHD RESP; the reference line for RQRD RESP), in its own transaction (US-08 AC5).
+
+All time comes from the injected clock; "sent" means the COUTMSGS insert was confirmed, never
+that the AODB received it (C-24, CLM-8).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+
+from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, text, update
+
+from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.mailbox.tables import coutmsgs
+from msgx_engine.pipeline.clock import Clock
+from msgx_engine.sis import requests as sis
+from msgx_engine.store.session_lock import LockBusy, SessionLock
+from msgx_engine.store.tables import req_track
+
+log = logging.getLogger(__name__)
+
+REQUEST_LOCK_KEY = 0x6D736778_0005   # "msgx" + 5: the one request sender (pump 1, dispatcher 2)
+TIMEOUT_S: dict[str, float] = {sis.RQFD: 60.0, sis.RQRD: 30.0}
+OPEN = ("REGISTERED", "SENT")
+_c = req_track.c
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A new REGISTERED request and the open ones it superseded (now EXPIRED)."""
+
+    req_id: int
+    rtype: str
+    styp: str
+    fday: date | None
+    expired: tuple[int, ...]
+
+    def as_json(self) -> dict[str, object]:
+        """The HTTP/CLI answer: says REGISTERED, never that the plan was updated (C-33)."""
+        doc: dict[str, object] = {"request_id": self.req_id, "state": "REGISTERED", "type": self.rtype,
+                                  "styp": self.styp, "expired": list(self.expired)}
+        if self.fday is not None:
+            doc["fday"] = self.fday.isoformat()
+        return doc
+
+
+@dataclass
+class TrackSummary:
+    sent: list[int] = field(default_factory=list)        # req_ids newly inserted into COUTMSGS
+    recovered: list[int] = field(default_factory=list)   # req_ids found already in COUTMSGS (no resend)
+    timed_out: list[int] = field(default_factory=list)
+    busy: bool = False                                    # another sender held the lock
+
+    def as_json(self) -> dict[str, object]:
+        return {"sent": self.sent, "recovered": self.recovered, "timed_out": self.timed_out, "busy": self.busy}
+
+
+@dataclass(frozen=True)
+class _Claim:
+    req_id: int
+    rtype: str
+    styp: str
+    start_text: str | None
+    end_text: str | None
+    seqn: int
+    resumed: bool        # the SEQN was set by an earlier attempt: look in COUTMSGS before inserting
+
+
+class RequestTracker:
+    def __init__(self, engine: Engine, mailbox: Mailbox, clock: Clock) -> None:
+        self.engine = engine
+        self.mailbox = mailbox
+        self.clock = clock
+
+    # --- register (AC2, AC3) ------------------------------------------------------------------
+    def register_rqfd(self, start: datetime | None, end: datetime | None) -> Registered:
+        """Register a day-plan request for the window (local times; either bound may be None)."""
+        fday = sis.rqfd_day(start, end)
+        start_text = sis.sis_time(start) if start is not None else None
+        end_text = sis.sis_time(end) if end is not None else None
+        sis.rqfd_body(start_text, end_text)          # validate now, not at send time
+        return self._register(sis.RQFD, sis.RQFD_STYP, fday, start_text, end_text)
+
+    def register_rqrd(self, rtype: str) -> Registered:
+        """Register a reference-data request for one of the 23 types."""
+        return self._register(sis.RQRD, sis.check_rtype(rtype), None, None, None)
+
+    def _register(self, rtype: str, styp: str, fday: date | None, start_text: str | None,
+                  end_text: str | None) -> Registered:
+        now = self.clock.now()
+        with self.engine.begin() as conn:
+            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"msgx-request:{rtype}:{styp}"})
+            expired = conn.execute(
+                update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status.in_(OPEN))
+                .values(status="EXPIRED", done_at=now, detail="superseded by a newer request of the same kind")
+                .returning(_c.req_id)).scalars().all()
+            req_id = conn.execute(insert(req_track).values(
+                rtype=rtype, styp=styp, fday=fday, start_text=start_text, end_text=end_text,
+                status="REGISTERED", created_at=now).returning(_c.req_id)).scalar_one()
+            if expired:
+                conn.execute(update(req_track).where(_c.req_id.in_(expired))
+                             .values(detail=func.concat("superseded by request ", str(req_id))))
+        if expired:
+            log.info("request %s %s/%s registered; expired older open request(s) %s", req_id, rtype, styp, expired)
+        return Registered(req_id, rtype, styp, fday, tuple(sorted(expired)))
+
+    # --- send (AC2, C-24) ---------------------------------------------------------------------
+    def send_pending(self, summary: TrackSummary | None = None) -> TrackSummary:
+        """Write every sendable REGISTERED request to COUTMSGS and mark it SENT."""
+        summary = summary or TrackSummary()
+        lock = SessionLock(self.engine, REQUEST_LOCK_KEY, "msgx request sender")
+        try:
+            lock.acquire()
+        except LockBusy:
+            summary.busy = True
+            return summary
+        try:
+            while (claim := self._claim_next()) is not None:
+                coutmsgs_id = self.find_sent(claim.rtype, claim.styp, claim.seqn) if claim.resumed else None
+                if coutmsgs_id is not None:
+                    log.warning("request %s (SEQN %06d) was already in COUTMSGS as %s: marking SENT, not resending",
+                                claim.req_id, claim.seqn, coutmsgs_id)
+                    summary.recovered.append(claim.req_id)
+                else:
+                    body = sis.encode(claim.rtype, claim.styp, claim.seqn, self.clock.now(),
+                                      start_text=claim.start_text, end_text=claim.end_text)
+                    coutmsgs_id = self.mailbox.send_request(body, sis.ROUTING[claim.rtype])
+                    summary.sent.append(claim.req_id)
+                self._mark_sent(claim, coutmsgs_id)
+        finally:
+            lock.release()
+        return summary
+
+    def _claim_next(self) -> _Claim | None:
+        """The oldest REGISTERED request whose type has nothing in flight, with its SEQN committed."""
+        s = req_track.alias("s")
+        inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == "SENT").exists()
+        with self.engine.begin() as conn:
+            row = conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.start_text, _c.end_text, _c.seqn)
+                               .where(_c.status == "REGISTERED", ~inflight)
+                               .order_by(_c.req_id).limit(1).with_for_update(skip_locked=True)).first()
+            if row is None:
+                return None
+            if row.seqn is not None:
+                return _Claim(row.req_id, row.rtype, row.styp, row.start_text, row.end_text, int(row.seqn), True)
+            seqn = int(conn.execute(text("SELECT nextval('req_seqn')")).scalar_one())
+            conn.execute(update(req_track).where(_c.req_id == row.req_id).values(seqn=sis.seqn_text(seqn)))
+        return _Claim(row.req_id, row.rtype, row.styp, row.start_text, row.end_text, seqn, False)
+
+    def find_sent(self, rtype: str, styp: str, seqn: int) -> int | None:
+        """The newest COUTMSGS row carrying this request's SEQN and subtype (recovery lookup)."""
+        body = coutmsgs.c.COUTMSGS_CLOB_MSG
+        q = (select(coutmsgs.c.COUTMSGS_ID)
+             .where(coutmsgs.c.ROUTINGID == sis.ROUTING[rtype], body.contains(sis.seqn_marker(seqn)),
+                    body.contains(f"<STYP>{styp}</STYP>"))
+             .order_by(coutmsgs.c.COUTMSGS_ID.desc()).limit(1))
+        with self.mailbox.engine.connect() as conn:
+            found = conn.execute(q).scalar()
+        return int(found) if found is not None else None
+
+    def _mark_sent(self, claim: _Claim, coutmsgs_id: int) -> None:
+        now = self.clock.now()
+        with self.engine.begin() as conn:
+            done = conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
+                                .values(status="SENT", coutmsgs_id=coutmsgs_id, sent_at=now)
+                                .returning(_c.req_id)).first()
+            if done is None:
+                # Superseded while being sent: keep the COUTMSGS id for the audit trail (C-24, Q10).
+                conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.coutmsgs_id.is_(None))
+                             .values(coutmsgs_id=coutmsgs_id))
+                log.warning("request %s left REGISTERED while being sent; COUTMSGS row %s stays unanswered",
+                            claim.req_id, coutmsgs_id)
+
+    # --- timeouts (AC3) -----------------------------------------------------------------------
+    def expire_timeouts(self, now: datetime | None = None) -> list[int]:
+        """SENT requests unanswered RQFD 60 s / RQRD 30 s after ``sent_at`` become TIMEOUT."""
+        now = now or self.clock.now()
+        due = or_(*(and_(_c.rtype == rtype, _c.sent_at <= now - timedelta(seconds=secs))
+                    for rtype, secs in TIMEOUT_S.items()))
+        with self.engine.begin() as conn:
+            ids = conn.execute(update(req_track).where(_c.status == "SENT", due)
+                               .values(status="TIMEOUT", done_at=now, detail=case(
+                                   *((_c.rtype == rtype, f"no answer within {secs:g} s of sent_at")
+                                     for rtype, secs in TIMEOUT_S.items())))
+                               .returning(_c.req_id)).scalars().all()
+        if ids:
+            log.warning("request(s) %s timed out without an answer", sorted(ids))
+        return sorted(ids)
+
+    def track(self) -> TrackSummary:
+        """One round: send what is pending, then time out what is overdue (``msgx request track``)."""
+        summary = self.send_pending()
+        summary.timed_out = self.expire_timeouts()
+        return summary
+
+    def open_requests(self, conn: Connection | None = None) -> list[dict[str, object]]:
+        """Open requests (REGISTERED/SENT) for status output."""
+        q = (select(_c.req_id, _c.rtype, _c.styp, _c.fday, _c.status, _c.seqn, _c.coutmsgs_id, _c.sent_at)
+             .where(_c.status.in_(OPEN)).order_by(_c.req_id))
+        with self.engine.connect() as own:
+            rows = (conn or own).execute(q).mappings().all()
+        return [{k: (v.isoformat() if isinstance(v, date | datetime) else v) for k, v in r.items()} for r in rows]

@@ -1,0 +1,112 @@
+"""Outbound request encoding (catalogue §6, Q25, D16): RQFD (day plan) and RQRD (reference data).
+
+Pure: values in, XML text out; no clock, no database. The tracker (``msgx_engine.requests``)
+supplies the SEQN from PostgreSQL and the send time from its injected clock, so the same request
+re-encoded during recovery differs only in DTTM.
+
+Shapes follow the peer (BuildXmlUtil.java): META SNDR=VIEW, SEQN a 6-digit zero-padded counter,
+DTTM yyyyMMddHHmmss local time, TYPE RQFD STYP NONE or TYPE RQRD STYP = requested type; the
+bodies ``<RQFD><STDB>..</STDB><STDE>..</STDE></RQFD>`` (DDMONYYHHMM local, either omitted, not
+both) and ``<RQRD><RTYP>..</RTYP></RQRD>``. Every output decodes with ``sis.decode.decode``.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+from xml.sax.saxutils import escape
+
+from msgx_engine.handlers.snapshot import LOCAL_TZ
+from msgx_engine.sis.catalogue import REFERENCE_TYPES
+
+SENDER = "VIEW"
+RQFD, RQRD = "RQFD", "RQRD"
+RQFD_STYP = "NONE"
+ROUTING = {RQFD: "VIEWRQFD", RQRD: "VIEWRQRD"}   # COUTMSGS.ROUTINGID, as the peer writes it
+# The RTYP values the peer's RQRD accepts (catalogue §6), in the peer's order.
+RQRD_TYPES: tuple[str, ...] = (
+    "SLST", "GLST", "BLST", "CLST", "TLST", "ABDG", "CHLT", "PLST", "AIRC", "REGN", "AIRL", "ARPT",
+    "CITY", "COUL", "REGL", "ABNR", "DLYL", "HLTR", "ORGN", "STTS", "FLTL", "VIPL", "VIPS",
+)
+assert frozenset(RQRD_TYPES) == REFERENCE_TYPES, "RQRD types must be the catalogue's 23 reference types"
+SEQN_MAX = 999_999
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+
+
+class RequestInvalid(ValueError):
+    """The request cannot be encoded (no window bound, unknown reference type, bad SEQN)."""
+
+
+def local(moment: datetime) -> datetime:
+    """``moment`` in airport local time; a naive value already is local (SIS carries no zone)."""
+    return moment.astimezone(LOCAL_TZ).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def sis_time(moment: datetime) -> str:
+    """DDMONYYHHMM local time (catalogue §2), e.g. 2021-01-23 05:35 -> 23JAN210535."""
+    t = local(moment)
+    return f"{t.day:02d}{_MONTHS[t.month - 1]}{t.year % 100:02d}{t.hour:02d}{t.minute:02d}"
+
+
+def dttm(moment: datetime) -> str:
+    """META DTTM: yyyyMMddHHmmss local time."""
+    return local(moment).strftime("%Y%m%d%H%M%S")
+
+
+def seqn_text(seqn: int) -> str:
+    """The 6-digit zero-padded SEQN (000001..999999, as the peer's counter)."""
+    if not 1 <= seqn <= SEQN_MAX:
+        raise RequestInvalid(f"SEQN {seqn} outside 1..{SEQN_MAX}")
+    return f"{seqn:06d}"
+
+
+def check_rtype(rtype: str) -> str:
+    """The upper-cased reference type, or RequestInvalid when RQRD cannot ask for it."""
+    code = rtype.strip().upper()
+    if code not in REFERENCE_TYPES:
+        raise RequestInvalid(f"{rtype!r} is not one of the {len(RQRD_TYPES)} reference types: {', '.join(RQRD_TYPES)}")
+    return code
+
+
+def rqfd_day(start: datetime | None, end: datetime | None) -> date:
+    """The operating day an RQFD asks for: the local date of the window start (the end's when the
+    start is open). The snapshot line applies the RESP to this day (D4/D16)."""
+    bound = start if start is not None else end
+    if bound is None:
+        raise RequestInvalid("an RQFD needs a start or an end time (both may not be omitted)")
+    return local(bound).date()
+
+
+def envelope(rtype: str, styp: str, seqn: int, now: datetime, body: str) -> str:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<MSG>\n\t<META>\n\t\t<SNDR>{SENDER}</SNDR>\n'
+            f"\t\t<SEQN>{seqn_text(seqn)}</SEQN>\n\t\t<DTTM>{dttm(now)}</DTTM>\n\t\t<TYPE>{rtype}</TYPE>\n"
+            f"\t\t<STYP>{styp}</STYP>\n\t</META>\n{body}</MSG>\n")
+
+
+def rqfd_body(start_text: str | None, end_text: str | None) -> str:
+    if not start_text and not end_text:
+        raise RequestInvalid("an RQFD needs STDB or STDE (both may not be omitted)")
+    parts = [f"<STDB>{escape(start_text)}</STDB>" if start_text else "",
+             f"<STDE>{escape(end_text)}</STDE>" if end_text else ""]
+    return f"\t<RQFD>{''.join(parts)}</RQFD>\n"
+
+
+def rqrd_body(rtype: str) -> str:
+    return f"\t<RQRD><RTYP>{check_rtype(rtype)}</RTYP></RQRD>\n"
+
+
+def encode(rtype: str, styp: str, seqn: int, now: datetime, *, start_text: str | None = None,
+           end_text: str | None = None) -> str:
+    """The mailbox body of one request as stored in ``req_track`` (rtype, styp, window texts)."""
+    if rtype == RQFD:
+        if styp != RQFD_STYP:
+            raise RequestInvalid(f"RQFD STYP is {RQFD_STYP}, not {styp!r}")
+        return envelope(RQFD, RQFD_STYP, seqn, now, rqfd_body(start_text, end_text))
+    if rtype == RQRD:
+        code = check_rtype(styp)
+        return envelope(RQRD, code, seqn, now, rqrd_body(code))
+    raise RequestInvalid(f"unknown request type {rtype!r} (RQFD or RQRD)")
+
+
+def seqn_marker(seqn: int) -> str:
+    """The text a sent body carries for ``seqn``: recovery finds a COUTMSGS row by it (US-08 AC2)."""
+    return f"<SEQN>{seqn_text(seqn)}</SEQN>"
