@@ -64,8 +64,9 @@ def test_parse_window_refusals(doc, code):
 
 
 # --- endpoint ---------------------------------------------------------------------------------
-def test_valid_window_is_501_until_request_tracking_exists(app):
-    """US-08 AC6, C-33: validated, then an explicit 501: nothing is claimed registered or sent."""
+def test_valid_window_is_501_without_a_registrar(app):
+    """US-08 AC6, C-33: an app built without a registrar validates, then answers an explicit 501:
+    nothing is claimed registered or sent (the served app has one: tests/test_requests_http.py)."""
     resp = sync(client_for(app), {"startDate": "2021-01-23 00:00", "endDate": "2021-01-23 23:59"})
     assert_refused(resp, 501, "not_implemented")
     with app.mailbox.engine.connect() as conn:
@@ -93,7 +94,7 @@ def test_sync_media_type_and_size(app):
 
 def test_registrar_extension_point_receives_the_parsed_window(app):
     """US-08 AC6 extension point: a SyncRegistrar gets the validated window and its answer is
-    returned as 202 success (a recording stand-in: request tracking does not exist yet)."""
+    returned as 202 success (a recording stand-in; the real registrar: tests/test_requests_http.py)."""
     seen: list[SyncWindow] = []
 
     class Recorder:

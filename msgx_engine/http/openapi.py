@@ -63,12 +63,14 @@ def openapi_document(max_body_bytes: int) -> dict:
             }},
             "/schd/sync": {"post": {
                 "summary": "Request the daily flight plan (RQFD) for a window (US-08 AC6, C-33)",
-                "description": "Validated now; answers 501 until request tracking registers RQFDs.",
+                "description": "Registers one RQFD for the window (request tracking sends it to the AODB "
+                               "mailbox); the answer says REGISTERED, never that the plan is updated. "
+                               "501 only when the app was built without a registrar.",
                 "requestBody": {"required": True, "content": {"application/json": {"schema": {
                     "type": "object", "required": ["startDate", "endDate"],
                     "properties": {"startDate": {"type": "string", "description": TIME_FORMAT_DOC},
                                    "endDate": {"type": "string", "description": TIME_FORMAT_DOC}}}}}},
-                "responses": {"202": _success({"type": "object"}, "request registered (once wired)"),
+                "responses": {"202": _success({"type": "object"}, "RQFD registered: request_id, state REGISTERED, fday"),
                               **_errors(SYNC_CODES)},
             }},
         },

@@ -38,6 +38,15 @@ def check_bind(host: str, allow_public: bool) -> None:
             "once a gateway restricts and audits the callers")
 
 
+def sync_registrar(app) -> object:
+    """POST /schd/sync registers an RQFD through request tracking (US-08 AC6); the tracking job
+    or ``msgx request track`` sends it."""
+    from msgx_engine.requests.registrar import RqfdSyncRegistrar
+    from msgx_engine.requests.tracker import RequestTracker
+
+    return RqfdSyncRegistrar(RequestTracker(app.engine, app.mailbox, app.clock))
+
+
 def serve(host: str, port: int, allow_public: bool) -> int:
     """Run the API until interrupted. Returns the process exit code."""
     import uvicorn
@@ -48,7 +57,8 @@ def serve(host: str, port: int, allow_public: bool) -> int:
     check_bind(host, allow_public)
     app = App.from_settings()
     app.check_ready()
-    asgi = create_app(mailbox=app.mailbox, engine=app.engine, max_body_bytes=app.settings.max_body_bytes)
+    asgi = create_app(mailbox=app.mailbox, engine=app.engine, max_body_bytes=app.settings.max_body_bytes,
+                      schd_sync=sync_registrar(app))
     print(f"msgx serve: listening on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr,
           flush=True)
     try:
