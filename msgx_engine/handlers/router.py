@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import Connection
 
-from msgx_engine.handlers import seasons, snapshot
+from msgx_engine.handlers import reference, seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
@@ -21,6 +21,7 @@ from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.ledger import SnapshotWrite, load_snapshot
+from msgx_engine.store.reference import ReferenceWrite, load_reference
 from msgx_engine.store.seasons import SeasonReplace
 
 
@@ -79,6 +80,14 @@ def _season(msg: SisMessage, ctx: Context) -> Decision:
     return seasons.decide(msg, SeasonReplace)
 
 
+def _load_reference(conn: Connection, msg: SisMessage) -> Context:
+    return Context(extra=load_reference(conn, msg))
+
+
+def _reference(msg: SisMessage, ctx: Context) -> Decision:
+    return reference.decide(msg, ctx.extra, ReferenceWrite)
+
+
 ROUTES: dict[tuple[str, str], Route] = {
     ("SCHD", "DNLD"): Route(_load_snapshot, _snapshot),
     ("SCHD", "RESP"): Route(_load_snapshot, _snapshot),
@@ -87,6 +96,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("FLOP", "*"): Route(load_flights(flop_flids), _flop),
     ("FLOP", "FDEL"): Route(_load_fdel, _fdel),
     ("SCHD", "ADFT"): Route(load_flights(adft_flids), _adft),
+    ("REF", "*"): Route(_load_reference, _reference),       # the 23 reference types (D17)
 }
 
 

@@ -58,7 +58,11 @@ def sis_date(text: str) -> date | None:
 
 
 def dttm_local(text: str) -> datetime | None:
-    """META DTTM (yyyyMMddHHmmss, local time) as an aware datetime, or None when unreadable."""
+    """META DTTM (yyyyMMddHHmmss, local time) as an aware datetime, or None when unreadable.
+
+    Exactly 14 digits: ``strptime`` alone would read "2021012305" as a time of its own making."""
+    if len(text) != 14 or not text.isdigit():
+        return None
     try:
         return datetime.strptime(text, "%Y%m%d%H%M%S").replace(tzinfo=LOCAL_TZ)
     except ValueError:
@@ -219,8 +223,21 @@ def _unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
         return "no open (SENT) RQFD request to answer"
     if request.fday is None:
         return f"open RQFD request {request.req_id} names no day"
+    return answered_too_early(msg, request)
+
+
+def answered_too_early(msg: SisMessage, request: OpenRequest, *, strict: bool = False) -> str | None:
+    """Why the answer's META DTTM (local time) cannot answer ``request``, or None (US-08 AC4).
+
+    DTTM must not precede the request's ``sent_at``. Lenient (the snapshot RESP) lets an unknown
+    send time or an unreadable DTTM pass; ``strict`` (the reference RESP) refuses both.
+    """
     stamp = dttm_local(msg.meta.dttm)
-    if request.sent_at is not None and stamp is not None and stamp < request.sent_at:
+    if stamp is None:
+        return f"answer DTTM {msg.meta.dttm!r} is unreadable" if strict else None
+    if request.sent_at is None:
+        return f"open request {request.req_id} has no send time" if strict else None
+    if stamp < request.sent_at:
         return f"answer DTTM {msg.meta.dttm} precedes request {request.req_id} sent at {request.sent_at.isoformat()}"
     return None
 

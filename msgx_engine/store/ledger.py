@@ -73,11 +73,14 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
     return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid) for r in rows}
 
 
-def open_rqfd(conn: Connection) -> OpenRequest | None:
-    """The newest SENT RQFD (D16 allows one open request per type)."""
-    row = conn.execute(select(req_track.c.req_id, req_track.c.fday, req_track.c.sent_at)
-                       .where(req_track.c.rtype == "RQFD", req_track.c.status == "SENT")
-                       .order_by(req_track.c.req_id.desc()).limit(1)).first()
+def open_request(conn: Connection, rtype: str, styp: str | None = None) -> OpenRequest | None:
+    """The newest SENT request of ``rtype`` (RQFD, or RQRD for reference type ``styp``); D16
+    allows one open request per (TYPE, STYP). The RESP handlers judge its DTTM purely."""
+    query = select(req_track.c.req_id, req_track.c.fday, req_track.c.sent_at).where(
+        req_track.c.rtype == rtype, req_track.c.status == "SENT")
+    if styp is not None:
+        query = query.where(req_track.c.styp == styp)
+    row = conn.execute(query.order_by(req_track.c.req_id.desc()).limit(1)).first()
     return OpenRequest(row.req_id, row.fday, row.sent_at) if row else None
 
 
@@ -91,7 +94,7 @@ def load_snapshot(conn: Connection, msg: SisMessage) -> dict[str, object]:
     extra: dict[str, object] = {OUTLINE: pkg}
     day = pkg.day
     if msg.meta.styp == "RESP":
-        request = open_rqfd(conn)
+        request = open_request(conn, "RQFD")
         extra[REQUEST] = request
         day = request.fday if request else None
     if day is None:
@@ -170,7 +173,7 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
 
 
 def complete_request(conn: Connection, req_id: int, msg_id: int, now: datetime) -> None:
-    """The RESP answers the open RQFD in the same transaction (US-06 AC4)."""
+    """The RESP answers the open request in the same transaction (US-06 AC4, US-08 AC5)."""
     done = conn.execute(update(req_track).where(req_track.c.req_id == req_id, req_track.c.status == "SENT")
                         .values(status="DONE", answer_msg_id=msg_id, done_at=now).returning(req_track.c.req_id))
     if done.first() is None:
