@@ -25,6 +25,8 @@ that the AODB received it (C-24, CLM-8).
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 REQUEST_LOCK_KEY = 0x6D736778_0005   # "msgx" + 5: the one request sender (pump 1, dispatcher 2)
 TIMEOUT_S: dict[str, float] = {sis.RQFD: 60.0, sis.RQRD: 30.0}
 OPEN = ("REGISTERED", "SENT")
+SCHEDULED_RUN_S = 55.0   # a request_tracking_job run: just under its one-minute schedule
 _c = req_track.c
 
 
@@ -73,6 +76,12 @@ class TrackSummary:
 
     def as_json(self) -> dict[str, object]:
         return {"sent": self.sent, "recovered": self.recovered, "timed_out": self.timed_out, "busy": self.busy}
+
+    def add(self, other: TrackSummary) -> None:
+        self.sent += other.sent
+        self.recovered += other.recovered
+        self.timed_out += other.timed_out
+        self.busy = self.busy or other.busy
 
 
 @dataclass(frozen=True)
@@ -220,3 +229,24 @@ class RequestTracker:
         with self.engine.connect() as own:
             rows = (conn or own).execute(q).mappings().all()
         return [{k: (v.isoformat() if isinstance(v, date | datetime) else v) for k, v in r.items()} for r in rows]
+
+
+def track_for(tracker: RequestTracker, run_for_s: float = SCHEDULED_RUN_S, poll_s: float = 1.0, *,
+              on_round: Callable[[TrackSummary], None] | None = None,
+              sleep: Callable[[float], None] = time.sleep,
+              monotonic: Callable[[], float] = time.monotonic) -> TrackSummary:
+    """Tracking rounds every ``poll_s`` for ``run_for_s`` (0: one round), so a request registered
+    by POST /schd/sync leaves within about a second and a timeout is seen within about a second of
+    its deadline, from a job scheduled once a minute. ``on_round`` sees each round that did
+    something (the Dagster job turns it into one asset event, not one per request)."""
+    total = TrackSummary()
+    deadline = monotonic() + run_for_s
+    while True:
+        summary = tracker.track()
+        total.add(summary)
+        if on_round is not None and (summary.sent or summary.recovered or summary.timed_out):
+            on_round(summary)
+        left = deadline - monotonic()
+        if left <= 0:
+            return total
+        sleep(min(poll_s, left))

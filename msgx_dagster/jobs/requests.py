@@ -1,0 +1,102 @@
+"""Request tracking under Dagster (US-08, D16, C-24).
+
+- ``request_tracking_job``: every minute, just under a minute of tracking rounds one second
+  apart (send REGISTERED requests to COUTMSGS, time out overdue SENT ones). ``singleton:
+  requests`` keeps runs apart; the tracker's own advisory lock keeps it apart from a manual
+  ``msgx request track`` too. One COUTMSGS asset event per round that sent something.
+- ``snapshot_request_job``: daily, registers an RQFD for tomorrow's whole operating day (the
+  AODB's SCHD RESP then replaces that day, US-06).
+- ``reference_refresh_job``: daily, registers an RQRD for each of the 23 reference types; its
+  schedule starts STOPPED until the reference line is in production (turn it on in the UI).
+"""
+
+from collections.abc import Callable
+from datetime import datetime, time, timedelta
+
+import dagster as dg
+
+from msgx_dagster.assets.specs import REQUESTS_OUT
+from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.resources import MsgxResource
+from msgx_engine.requests.tracker import SCHEDULED_RUN_S, Registered, RequestTracker, TrackSummary, track_for
+from msgx_engine.sis.requests import RQRD_TYPES, local
+
+
+class RequestTrackingConfig(dg.Config):
+    run_for_s: float = SCHEDULED_RUN_S   # 0 = one round, then exit
+    poll_s: float = 1.0
+
+
+@dg.op(description="Send registered AODB requests to COUTMSGS and time out unanswered ones, for just under a minute.")
+def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingConfig, msgx: MsgxResource) -> None:
+    app = msgx.app()
+    try:
+        tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+
+        def report(summary: TrackSummary) -> None:
+            if summary.sent or summary.recovered:
+                materialize(context, REQUESTS_OUT, {"requests_sent": len(summary.sent),
+                                                    "requests_recovered": len(summary.recovered)})
+            if summary.timed_out:
+                context.log.warning(f"request(s) timed out without an answer: {summary.timed_out}")
+
+        total = track_for(tracker, config.run_for_s, config.poll_s, on_round=report)
+        context.log.info(f"request tracking finished: {total.as_json()}")
+    finally:
+        app.dispose()
+
+
+@dg.job(tags=singleton("requests"), executor_def=dg.in_process_executor,
+        description="Request tracking to the AODB: REGISTERED -> SENT (COUTMSGS) -> TIMEOUT when unanswered.")
+def request_tracking_job() -> None:
+    request_tracking_op()
+
+
+request_tracking_schedule = dg.ScheduleDefinition(job=request_tracking_job, cron_schedule="* * * * *",
+                                                  default_status=dg.DefaultScheduleStatus.RUNNING)
+
+
+def registering_job(name: str, description: str,
+                    register: Callable[[RequestTracker, datetime], list[Registered]]) -> dg.JobDefinition:
+    """A job whose one op registers requests (never sends them: request_tracking_job does)."""
+
+    @dg.op(name=f"{name}_op", description=description)
+    def register_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
+        app = msgx.app()
+        try:
+            done = register(RequestTracker(app.engine, app.mailbox, app.clock), app.clock.now())
+            context.log.info(f"registered {len(done)} request(s): {[r.as_json() for r in done]}")
+        finally:
+            app.dispose()
+
+    @dg.job(name=name, tags=singleton("requests-register"), executor_def=dg.in_process_executor,
+            description=f"{description} request_tracking_job sends it.")
+    def registering() -> None:
+        register_op()
+
+    return registering
+
+
+def rqfd_for_tomorrow(tracker: RequestTracker, now: datetime) -> list[Registered]:
+    """Tomorrow's whole operating day, local time (the SCHD RESP then replaces that day, US-06)."""
+    tomorrow = local(now).date() + timedelta(days=1)
+    return [tracker.register_rqfd(datetime.combine(tomorrow, time(0, 0)), datetime.combine(tomorrow, time(23, 59)))]
+
+
+def rqrd_for_every_type(tracker: RequestTracker, now: datetime) -> list[Registered]:
+    return [tracker.register_rqrd(rtype) for rtype in RQRD_TYPES]
+
+
+snapshot_request_job = registering_job("snapshot_request_job", "Register tomorrow's day-plan request (RQFD).",
+                                       rqfd_for_tomorrow)
+reference_refresh_job = registering_job("reference_refresh_job",
+                                        "Register a reference-data request (RQRD) per type.", rqrd_for_every_type)
+snapshot_request_schedule = dg.ScheduleDefinition(job=snapshot_request_job, cron_schedule="0 22 * * *",
+                                                  execution_timezone="Asia/Shanghai",
+                                                  default_status=dg.DefaultScheduleStatus.RUNNING)
+reference_refresh_schedule = dg.ScheduleDefinition(job=reference_refresh_job, cron_schedule="30 3 * * *",
+                                                   execution_timezone="Asia/Shanghai",
+                                                   default_status=dg.DefaultScheduleStatus.STOPPED)
+
+JOBS = [request_tracking_job, snapshot_request_job, reference_refresh_job]
+SCHEDULES = [request_tracking_schedule, snapshot_request_schedule, reference_refresh_schedule]
