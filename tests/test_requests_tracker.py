@@ -212,3 +212,16 @@ def test_sent_requests_time_out_after_60_or_30_seconds_from_sent_at(app, tracker
     assert (row.status, row.done_at) == ("TIMEOUT", clock.now())
     assert f"{timeout} s" in row.detail
     assert tracker.expire_timeouts() == []
+
+
+def test_seqn_counter_cycles_after_999999(app, tracker):
+    """Catalogue §6: the 6-digit SEQN counter (sequence req_seqn, migration 0005) wraps to 000001
+    like the peer's counter instead of failing at 999999."""
+    with app.engine.begin() as conn:
+        conn.execute(text("SELECT setval('req_seqn', 999998)"))
+    first = tracker.register_rqfd(datetime(2026, 9, 9), None)
+    tracker.send_pending()
+    second = tracker.register_rqfd(datetime(2026, 9, 10), None)     # supersedes the SENT one
+    tracker.send_pending()
+    assert [rows(app)[r.req_id][2] for r in (first, second)] == ["999999", "000001"]
+    assert [decode(body).meta.seqn for _, _, body in outbox(app)] == ["999999", "000001"]
