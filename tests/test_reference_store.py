@@ -227,3 +227,25 @@ def test_a_failure_after_the_delete_rolls_the_whole_category_back(app, monkeypat
     assert query(app, "SELECT status, error_class FROM proc_state WHERE msg_id = :m", m=m) == [("FAILED", "INFRA")]
     assert _rows(app) == before
     assert _request_row(app, req) == ("SENT", None, False)
+
+
+def test_a_large_dnld_writes_with_one_statement_per_kind(app):
+    """D17 (bulk): a 500-record DNLD over 500 old rows costs one DELETE and one bulk upsert on
+    ref_master, not a round trip per record."""
+    from sqlalchemy import event
+
+    pump(app, _ref("GLST", "DNLD", *(glst(f"G{i}") for i in range(500))))
+    seen: list[str] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):
+        if "ref_master" in statement:
+            seen.append(statement.split()[0].upper())
+
+    event.listen(app.engine, "before_cursor_execute", record)
+    try:
+        (m,) = pump(app, _ref("GLST", "DNLD", *(glst(f"G{i}") for i in range(250, 750))))
+    finally:
+        event.remove(app.engine, "before_cursor_execute", record)
+    assert status(app, m) == ("SUCCEEDED", None)
+    assert sorted(seen) == ["DELETE", "INSERT"]
+    assert _keys(app, "GLST") == {f"G{i}" for i in range(250, 750)}

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import cache
 
 from lxml import etree
 
@@ -53,8 +54,10 @@ class RecordShape:
     children: Mapping[str, tuple[str, ...]]    # element -> allowed sub-elements
 
 
+@cache
 def record_shape(rtype: str) -> RecordShape | None:
-    """The record shape of ``rtype`` from the catalogue, or None for a type it does not list."""
+    """The record shape of ``rtype`` from the catalogue, or None for a type it does not list
+    (built once per type: the catalogue is read-only)."""
     entry = reference_entry(rtype)
     if entry is None:
         return None
