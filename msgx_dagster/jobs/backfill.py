@@ -4,7 +4,7 @@
 import dagster as dg
 
 from msgx_dagster.assets.specs import MAILBOX
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import every_minute, materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.pipeline.backfill import run_backfill
 
@@ -27,5 +27,4 @@ def backfill_job() -> None:
     backfill_op()
 
 
-backfill_schedule = dg.ScheduleDefinition(job=backfill_job, cron_schedule="* * * * *",
-                                          default_status=dg.DefaultScheduleStatus.RUNNING)
+backfill_schedule = every_minute(backfill_job)

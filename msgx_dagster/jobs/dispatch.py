@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import every_minute, materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery import outbox
 from msgx_engine.delivery.dispatcher import DispatcherBusy, DispatchOptions, DispatchSummary
@@ -71,8 +71,7 @@ def dispatch_job() -> None:
     dispatch_op()
 
 
-dispatch_schedule = dg.ScheduleDefinition(job=dispatch_job, cron_schedule="* * * * *",
-                                          default_status=dg.DefaultScheduleStatus.RUNNING)
+dispatch_schedule = every_minute(dispatch_job)
 
 
 @dg.asset_check(asset=OUTBOX, description="No dead outbox events; the oldest unsent released event is young.")

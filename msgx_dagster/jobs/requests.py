@@ -16,7 +16,7 @@ from datetime import datetime, time, timedelta
 import dagster as dg
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import every_minute, materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import SCHEDULED_RUN_S, Registered, RequestTracker, TrackSummary, track_for
 from msgx_engine.sis.requests import RQRD_TYPES, local
@@ -52,8 +52,7 @@ def request_tracking_job() -> None:
     request_tracking_op()
 
 
-request_tracking_schedule = dg.ScheduleDefinition(job=request_tracking_job, cron_schedule="* * * * *",
-                                                  default_status=dg.DefaultScheduleStatus.RUNNING)
+request_tracking_schedule = every_minute(request_tracking_job)
 
 
 def registering_job(name: str, description: str,
