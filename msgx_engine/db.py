@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 
 def normalise_url(url: str) -> str:
@@ -52,3 +52,16 @@ def pipelined(conn: Connection) -> Iterator[None]:
     except psycopg.Error as exc:
         raise DBAPIError.instance(None, None, exc, psycopg.Error,
                                   connection_invalidated=raw.closed or raw.broken) from exc
+
+
+_DISCONNECT_MARKERS = ("server closed the connection", "terminating connection", "connection is closed",
+                       "consuming input failed", "connection refused", "connection is lost", "can't reconnect")
+
+
+def is_disconnect(exc: BaseException) -> bool:
+    """The database session is gone (restart, network), as opposed to an error in a statement:
+    not the message's or event's fault, so workers reconnect instead of counting an attempt."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    msg = str(exc).lower()
+    return isinstance(exc, SQLAlchemyError) and any(s in msg for s in _DISCONNECT_MARKERS)

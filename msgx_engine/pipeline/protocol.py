@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
-from msgx_engine.db import pipelined
+from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.handlers.router import decide, prepare
 from msgx_engine.mailbox.adapter import Mailbox
@@ -64,16 +64,6 @@ class StepResult:
     status: str | None = None
     reason: str | None = None
     wait_until: datetime | None = None
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """The PostgreSQL session is gone (restart, network): not the message's fault."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    msg = str(exc).lower()
-    return isinstance(exc, SQLAlchemyError) and any(s in msg for s in (
-        "server closed the connection", "terminating connection", "connection is closed",
-        "consuming input failed", "connection refused", "connection is lost", "can't reconnect"))
 
 
 # The per-message statements as plain SQL sent with ``exec_driver_sql``: built once, no

@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from msgx_engine.db import is_disconnect
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.protocol import Processor, is_disconnect
+from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, release_lock, try_lock
 from msgx_engine.store.tables import backfill_todo, proc_state
 

@@ -79,12 +79,3 @@ class SessionLock:
                 conn.close()
             except Exception:  # noqa: BLE001 - already broken
                 pass
-
-
-def is_disconnect(exc: DBAPIError) -> bool:
-    """A lost server connection (as opposed to an error in a statement)."""
-    if exc.connection_invalidated:
-        return True
-    msg = str(exc).lower()
-    return any(s in msg for s in ("server closed the connection", "terminating connection",
-                                  "connection is closed", "consuming input failed", "connection refused"))
