@@ -15,13 +15,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine, func, select
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import Processor
-from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, release_lock, try_lock
+from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, try_lock
+from msgx_engine.store.session_lock import SessionLock
 from msgx_engine.store.tables import backfill_todo, proc_state
 
 log = logging.getLogger(__name__)
@@ -85,54 +86,29 @@ class Pump:
         self.on_heartbeat = on_heartbeat
         self.should_stop = should_stop or (lambda: False)
         self.conn: Connection | None = None
+        self.lock = SessionLock(engine, PUMP_LOCK_KEY, "msgx pump", PumpBusy, refusal=(
+            f"another msgx pump holds the writer lock (pg advisory lock {PUMP_LOCK_KEY}); "
+            "this pump exits without processing"))
 
     # --- lock ---------------------------------------------------------------------------------
-    def _connect(self) -> Connection:
-        conn = self.engine.connect()
-        if not try_lock(conn):
-            conn.close()
-            raise PumpBusy("another msgx pump holds the writer lock (pg advisory lock "
-                           f"{PUMP_LOCK_KEY}); this pump exits without processing")
-        return conn
-
     def _reconnect(self, summary: PumpSummary) -> None:
-        deadline = time.monotonic() + self.options.reconnect_for_s
-        delay = 0.5
-        if self.conn is not None:
-            try:
-                self.conn.invalidate()
-                self.conn.close()
-            except Exception:  # noqa: BLE001 - the connection is already broken
-                pass
-            self.conn = None
-        while True:
-            try:
-                self.conn = self._connect()
-                summary.reconnects += 1
-                log.warning("pump reconnected to PostgreSQL and re-acquired the writer lock")
-                return
-            except OperationalError as exc:
-                if time.monotonic() > deadline:
-                    log.error("PostgreSQL still unavailable after %ss: the pump exits for the sensor to "
-                              "restart it", self.options.reconnect_for_s)
-                    raise
-                log.warning("PostgreSQL unavailable (%s); retrying in %.1fs", exc.__class__.__name__, delay)
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        self.conn = None
+        try:
+            self.conn = self.lock.reacquire(self.options.reconnect_for_s)
+        except DBAPIError:
+            log.error("PostgreSQL still unavailable after %ss: the pump exits for the sensor to restart it",
+                      self.options.reconnect_for_s)
+            raise
+        summary.reconnects += 1
 
     # --- loop ----------------------------------------------------------------------------------
     def run(self) -> PumpSummary:
         summary = PumpSummary()
-        self.conn = self._connect()
+        self.conn = self.lock.acquire()
         try:
             self._loop(summary)
         finally:
-            if self.conn is not None:
-                try:
-                    release_lock(self.conn)
-                    self.conn.close()
-                except Exception:  # noqa: BLE001 - a broken connection ends its session, and the lock with it
-                    self.conn.invalidate()
+            self.lock.release()
         return summary
 
     def _loop(self, summary: PumpSummary) -> None:

@@ -11,10 +11,11 @@ other backend changes nothing and raises ``LockLost``.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, false, literal, literal_column, select, text
+from sqlalchemy import Connection, false, literal, literal_column, select
+
+from msgx_engine.store.session_lock import locked_pid, try_lock_session, unlock_session
 
 PUMP_LOCK_KEY = 0x6D736778_0001  # "msgx" + 1
-_PID_KEY = "msgx_writer_pid"
 
 
 class LockLost(RuntimeError):
@@ -23,7 +24,7 @@ class LockLost(RuntimeError):
 
 def writer_pid(conn: Connection) -> int | None:
     """The backend pid that took the writer lock on this connection, if any."""
-    return conn.info.get(_PID_KEY)
+    return locked_pid(conn, PUMP_LOCK_KEY)
 
 
 def lock_held(conn: Connection):
@@ -35,19 +36,11 @@ def lock_held(conn: Connection):
 
 
 def try_lock(conn: Connection) -> bool:
-    got, pid = conn.execute(text("SELECT pg_try_advisory_lock(:k), pg_backend_pid()"),
-                            {"k": PUMP_LOCK_KEY}).one()
-    conn.commit()
-    if got:
-        conn.info[_PID_KEY] = int(pid)
-    return bool(got)
+    return try_lock_session(conn, PUMP_LOCK_KEY)
 
 
 def release_lock(conn: Connection) -> None:
-    """Give the lock back before the connection returns to the pool (a pooled session would keep it)."""
-    if conn.info.pop(_PID_KEY, None) is not None:
-        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PUMP_LOCK_KEY})
-        conn.commit()
+    unlock_session(conn, PUMP_LOCK_KEY)
 
 
 def holds_lock(conn: Connection) -> bool:

@@ -21,22 +21,48 @@ class LockBusy(RuntimeError):
     """Another worker holds the lock."""
 
 
+def _pid_key(key: int) -> tuple[str, int]:
+    return ("advisory_lock_pid", key)
+
+
+def try_lock_session(conn: Connection, key: int) -> bool:
+    """Take advisory lock ``key`` for this session; on success remember the backend pid that holds
+    it (``locked_pid``), so guarded writes can check they still run in that very backend."""
+    got, pid = conn.execute(text("SELECT pg_try_advisory_lock(:k), pg_backend_pid()"), {"k": key}).one()
+    conn.commit()
+    if got:
+        conn.info[_pid_key(key)] = int(pid)
+    return bool(got)
+
+
+def locked_pid(conn: Connection, key: int) -> int | None:
+    """The backend pid that took lock ``key`` on this connection, if it did."""
+    return conn.info.get(_pid_key(key))
+
+
+def unlock_session(conn: Connection, key: int) -> None:
+    """Give lock ``key`` back before the connection returns to the pool (a pooled session would keep it)."""
+    if conn.info.pop(_pid_key(key), None) is not None:
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": key})
+        conn.commit()
+
+
 class SessionLock:
-    def __init__(self, engine: Engine, key: int, holder: str, busy: type[Exception] = LockBusy) -> None:
+    def __init__(self, engine: Engine, key: int, holder: str, busy: type[Exception] = LockBusy,
+                 refusal: str | None = None) -> None:
         self.engine = engine
         self.key = key
         self.holder = holder
         self.busy = busy
+        self.refusal = refusal       # the ``busy`` message; a generic one when None
         self.conn: Connection | None = None
 
     def acquire(self) -> Connection:
         """The locked connection, or ``busy`` raised at once when another session holds the lock."""
         conn = self.engine.connect()
-        got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": self.key}).scalar_one())
-        conn.commit()
-        if not got:
+        if not try_lock_session(conn, self.key):
             conn.close()
-            raise self.busy(f"another {self.holder} holds pg advisory lock {self.key}; this one exits")
+            raise self.busy(self.refusal or f"another {self.holder} holds pg advisory lock {self.key}; this one exits")
         self.conn = conn
         return conn
 
@@ -64,8 +90,7 @@ class SessionLock:
             return
         try:
             conn.rollback()
-            conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": self.key})
-            conn.commit()
+            unlock_session(conn, self.key)
             conn.close()
         except Exception:  # noqa: BLE001 - a broken connection: drop it, the server frees the lock
             self.conn = conn
