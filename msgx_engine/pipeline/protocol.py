@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import cache
 
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -86,31 +87,24 @@ _APPLIED_SQL = (
     "payload_hash = %(payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
     "WHERE msg_id = %(msg_id)s AND status IN ('PENDING', 'FAILED') AND applied_at IS NULL "
     "AND pg_backend_pid() = %(pid)s")
-_STATUS_SQL_CACHE: dict[tuple[tuple[str, ...], bool], str] = {}
-
-
+@cache
 def _status_sql(columns: tuple[str, ...], terminal: bool) -> str:
     """The guarded status write for one set of columns (INV-8): the status, its history row and,
     when terminal, the backfill todo and the event release, all in one statement."""
-    key = (columns, terminal)
-    sql = _STATUS_SQL_CACHE.get(key)
-    if sql is None:
-        sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
-        parts = [
-            f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN ('PENDING', 'FAILED') "
-            "AND pg_backend_pid() = %(pid)s RETURNING msg_id)",
-            "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
-            "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
-            "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
-        if terminal:
-            parts += [
-                "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
-                "SELECT msg_id, 'PENDING', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING)",
-                "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
-                "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
-        sql = f"WITH {', '.join(parts)} SELECT count(*) FROM u"
-        _STATUS_SQL_CACHE[key] = sql
-    return sql
+    sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
+    parts = [
+        f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN ('PENDING', 'FAILED') "
+        "AND pg_backend_pid() = %(pid)s RETURNING msg_id)",
+        "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
+        "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
+        "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
+    if terminal:
+        parts += [
+            "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
+            "SELECT msg_id, 'PENDING', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING)",
+            "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
+            "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
+    return f"WITH {', '.join(parts)} SELECT count(*) FROM u"
 
 
 def _identity_taken(exc: BaseException) -> bool:
