@@ -9,7 +9,7 @@ against a raw floor measured in the same run.
 
 Per subtype: a homogeneous batch through the pump (msg/s). Mixed: one interleaved stream through
 the pump and through the floor, and their ratio. Every message changes a value, so none is a
-no-op. Usage: ``/work/.venv/bin/python bench/bench_flop.py [--per-subtype 100] [--mixed 1000]``
+no-op. Usage: ``.venv/bin/python bench/bench_flop.py [--per-subtype 100] [--mixed 1000]``
 """
 
 from __future__ import annotations

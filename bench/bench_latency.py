@@ -13,7 +13,7 @@ Modes:
 
 Prints p50/p99/max and the count. Target: p99 <= 2 s at 50 msg/s. Needs the machine's
 PostgreSQL, MariaDB and a Kafka-wire broker (MSGX_TEST_KAFKA, default 127.0.0.1:9092). Usage:
-``/work/.venv/bin/python bench/bench_latency.py [--mode engine|dagster] [--rate 50] [--seconds 60]``
+``.venv/bin/python bench/bench_latency.py [--mode engine|dagster] [--rate 50] [--seconds 60]``
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@
   insert the two outbox rows, commit. No intake, no status, no mark: the cost of the state alone.
 
 Prints both rates and their ratio (target >= 0.4, DESIGN says 0.5). Usage:
-``/work/.venv/bin/python bench/bench_pump.py [--messages 5000] [--flights 500] [--profile]``
+``.venv/bin/python bench/bench_pump.py [--messages 5000] [--flights 500] [--profile]``
 """
 
 from __future__ import annotations

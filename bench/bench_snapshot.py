@@ -12,7 +12,7 @@ the floor measured in the same run.
   (updates + diff soft-deletes + tombstones), timed the same way.
 
 Prints the seconds and the ratio protocol/floor (target <= 3). Usage:
-``/work/.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--profile]``
+``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--profile]``
 """
 
 from __future__ import annotations

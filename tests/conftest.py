@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,7 +34,9 @@ REDIS_URL = os.environ.get("MSGX_TEST_REDIS", "redis://127.0.0.1:6379/0")
 KAFKA_BOOTSTRAP = os.environ.get("MSGX_TEST_KAFKA", "127.0.0.1:9092")
 
 REPO = Path(__file__).resolve().parent.parent
-SAMPLES = Path(os.environ.get("MSGX_SAMPLES", REPO.parent / "shared" / "sis-samples"))
+SAMPLES = REPO / "tests" / "data" / "sis-samples"   # public AODB samples, copied in (see its README)
+# The console script of the interpreter running the tests (a bare clone installs it into .venv).
+MSGX_BIN = str(Path(sys.executable).parent / "msgx")
 RUN_TAG = uuid.uuid4().hex[:8]
 
 
@@ -204,7 +207,7 @@ def kafka_bootstrap() -> str:
 @pytest.fixture(scope="session")
 def samples() -> Path:
     if not (SAMPLES / "INDEX.tsv").exists():
-        pytest.fail(f"SIS samples not found at {SAMPLES} (set MSGX_SAMPLES)", pytrace=False)
+        pytest.fail(f"SIS samples not found at {SAMPLES}", pytrace=False)
     return SAMPLES
 
 

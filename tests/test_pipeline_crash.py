@@ -17,8 +17,8 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.store.tables import detail_tables, flight_schd, msg_event, proc_state, proc_state_hst
 from tests.builders import envelope, gtdt
+from tests.conftest import MSGX_BIN
 
-MSGX = "/work/.venv/bin/msgx"
 N = 1000
 
 
@@ -51,7 +51,7 @@ def env(db_url: str, mailbox_url: str, home, **extra: str) -> dict[str, str]:
 
 
 def pump(db_url: str, mailbox_url: str, home, **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([MSGX, "pump", "--drain"], env=env(db_url, mailbox_url, home, **extra),
+    return subprocess.run([MSGX_BIN, "pump", "--drain"], env=env(db_url, mailbox_url, home, **extra),
                           capture_output=True, text=True, timeout=300)
 
 

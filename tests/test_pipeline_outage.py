@@ -24,6 +24,7 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.store import migrate
 from msgx_engine.store.tables import backfill_todo, msg_event, proc_state, proc_state_hst
 from tests.builders import gtdt
+from tests.conftest import MSGX_BIN
 from tests.pipeline_support import drain_now, proc, register
 from tests.test_pipeline_crash import fill
 
@@ -168,7 +169,7 @@ def test_postgres_restarted_under_a_running_pump(private_postgres, mysql_dbs, tm
     fill(mb, [gtdt(f"PR{i % 50:02d}", (1, f"G{i}"), seqn=700000 + i) for i in range(1000)])
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
     env.update(MSGX_DB_URL=private_postgres.url, MSGX_MAILBOX_URL=mb, MSGX_HOME=str(tmp_path))
-    runner = subprocess.Popen(["/work/.venv/bin/msgx", "pump", "--drain"], env=env,
+    runner = subprocess.Popen([MSGX_BIN, "pump", "--drain"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def terminal_count() -> int:

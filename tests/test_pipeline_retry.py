@@ -23,6 +23,7 @@ from msgx_engine.pipeline.writer import LockLost, release_lock, try_lock
 from msgx_engine.state.model import Set
 from msgx_engine.store.tables import backfill_todo, intake_gap
 from tests.builders import envelope, gtdt
+from tests.conftest import MSGX_BIN
 from tests.pipeline_support import (
     drain_now,
     events,
@@ -318,6 +319,6 @@ def test_startup_refusal(settings, clock, pg_dbs, mysql_dbs, env_for):
     with pytest.raises(ConfigError, match="msgx db upgrade"):
         app.check_ready()
     app.dispose()
-    proc_ = subprocess.run(["/work/.venv/bin/msgx", "pump", "--drain"], capture_output=True, text=True,
+    proc_ = subprocess.run([MSGX_BIN, "pump", "--drain"], capture_output=True, text=True,
                            env=env_for(MSGX_MAILBOX_URL=bare_mailbox.mailbox_url or ""), timeout=120)
     assert proc_.returncode != 0 and "lacks table" in proc_.stderr

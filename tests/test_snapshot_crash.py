@@ -12,6 +12,7 @@ import subprocess
 from datetime import date
 
 import pytest
+from conftest import MSGX_BIN
 from snapshot_builders import dnld, fltr, pump, query, sodt, status, whole_state
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
@@ -19,7 +20,6 @@ from sqlalchemy.pool import NullPool
 from msgx_engine.handlers import router
 from msgx_engine.handlers.router import Route
 
-MSGX = "/work/.venv/bin/msgx"
 D9 = date(2026, 9, 9)
 
 
@@ -56,7 +56,7 @@ def _outcome(app) -> dict:
 
 
 def _pump_subprocess(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([MSGX, "pump", "--drain"], env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run([MSGX_BIN, "pump", "--drain"], env=env, capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("step", [None, "before_tx1_commit", "between_tx1_tx2", "after_tx2"])

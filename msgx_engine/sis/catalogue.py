@@ -1,4 +1,5 @@
-"""The machine-readable SIS catalogue shipped with the package (from shared/sis-catalogue.json).
+"""The machine-readable SIS catalogue shipped with the package (every TYPE/STYP, element, sequence
+attribute and time format of the public AODB samples; see tests/data/sis-samples/README.md).
 
 Read once at import; everything derived here is a plain frozen collection.
 """
