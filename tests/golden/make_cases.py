@@ -5,7 +5,7 @@ SCHD-ADFT. The expected faces (``.expected.json``) are produced by running the r
 (``MSGX_GOLDEN_REGEN=1 pytest tests/test_flop_golden.py``) and must be reviewed, not trusted.
 Inputs are rewritten only by this script, so a diff of a case file is a deliberate change.
 
-Per subtype: every sample of ../shared/sis-samples over a prior state holding an old value;
+Per subtype: every sample of tests/data/sis-samples over a prior state holding an old value;
 ``present`` when no sample exists; ``empty`` (D7 Clear) where no sample shows a clear; ``absent``
 (no payload: no-op); ``zero_sequence`` / ``zero_mixed`` for groups with a sequence attribute;
 ``duplicate`` (same message twice: SKIPPED duplicate); ``unknown_flight`` (created, fday NULL).
@@ -35,7 +35,7 @@ from msgx_engine.sis.fields import (  # noqa: E402
     TEXT_GROUP_BY_KEY,
 )
 
-SAMPLES = REPO.parent / "shared" / "sis-samples"
+SAMPLES = REPO / "tests" / "data" / "sis-samples"   # the public samples, copied in (see its README)
 BASE = {"ALCD": "CA", "FLNO": "CA101", "MVIN": "A", "SODT": "12DEC031345"}
 FLID = "15"
 OLD_OBJECTS = {
