@@ -7,12 +7,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
+from msgx_engine.clock import Clock, DatabaseClock
 from msgx_engine.config import ConfigError, Settings
 from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
 from msgx_engine.pipeline.backfill import Backfill
-from msgx_engine.pipeline.clock import Clock, DatabaseClock
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import PostCommitHook, Processor
 from msgx_engine.pipeline.pump import Pump, PumpOptions

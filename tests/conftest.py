@@ -22,10 +22,10 @@ import pymysql
 import pytest
 
 from msgx_engine.app import App
+from msgx_engine.clock import ManualClock
 from msgx_engine.config import Settings
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.pipeline.clock import ManualClock
 from msgx_engine.store import migrate
 
 PG_ADMIN = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")

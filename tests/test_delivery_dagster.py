@@ -17,9 +17,9 @@ from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.projection import projection_drift_check, projection_rebuild_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.app import App
+from msgx_engine.clock import SystemClock
 from msgx_engine.delivery.projection import DEFAULT_KEY, connect
 from msgx_engine.delivery.runner import BackgroundDispatcher
-from msgx_engine.pipeline.clock import SystemClock
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt

@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import insert, select
 
 from msgx_engine.app import App
+from msgx_engine.clock import SystemClock
 from msgx_engine.config import ConfigError
 from msgx_engine.delivery.dispatcher import Dispatcher, DispatchOptions
-from msgx_engine.delivery.outbox import SendPolicy
 from msgx_engine.delivery.producer import KafkaSink, producer_config
-from msgx_engine.pipeline.clock import SystemClock
 from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.store.outbox import SendPolicy
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
 

@@ -23,8 +23,8 @@ import pytest
 from sqlalchemy import delete, text
 
 from msgx_engine.app import App
+from msgx_engine.clock import ManualClock
 from msgx_engine.config import Settings
-from msgx_engine.pipeline.clock import ManualClock
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.state.serialize import state_document, state_from_json
 from msgx_engine.store.flights import FlightRepository

@@ -12,10 +12,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.app import App
 from msgx_engine.config import ConfigError
-from msgx_engine.handlers import router
-from msgx_engine.handlers.decision import Decision, FlightChange
+from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.mailbox.tables import cminmsgs
+from msgx_engine.pipeline import plans, routing
 from msgx_engine.pipeline.backfill import Backfill, run_backfill
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
@@ -76,21 +76,23 @@ def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock):
     assert history(app, a) == [("FAILED", None, "INFRA", 1), ("SUCCEEDED", None, None, None)]
 
 
-class _Boom:
-    """A transaction-1 effect that fails after the flight state was written."""
+class _Boom(Plan):
+    """A transaction-1 plan whose writer fails after the flight state was written."""
 
-    def apply(self, conn, msg_id, now):
-        raise SQLAlchemyError("effect failed")
+
+def _write_boom(conn, plan, msg_id, now):
+    raise SQLAlchemyError("plan writer failed")
 
 
 def _boom_route(monkeypatch):
-    def load(conn, msg):
-        return router.Context()
+    def load(conn, msg, msg_id):
+        return None
 
     def decide(msg, ctx):
-        return Decision.apply(FlightChange("BOOM1", (Set("STND", "101"),)), effects=(_Boom(),))
+        return Decision.apply(FlightChange("BOOM1", (Set("STND", "101"),)), plans=(_Boom(),))
 
-    monkeypatch.setitem(router.ROUTES, ("BOOM", "*"), router.Route(load, decide))
+    monkeypatch.setitem(routing.ROUTES, ("BOOM", "*"), routing.Route(load, decide))
+    monkeypatch.setitem(plans.WRITERS, _Boom, _write_boom)
 
 
 def test_transaction_1_failure_rolls_back_then_dead_exhausted(app, clock, monkeypatch):
@@ -289,7 +291,7 @@ def test_backfill_only_where_null_backs_off_and_records_missing(app, clock):
         conn.execute(update(cminmsgs).where(cminmsgs.c.CMINMSGS_ID == b).values(CMINMSGS_DATE_PROCESSED=earlier))
         conn.execute(cminmsgs.delete().where(cminmsgs.c.CMINMSGS_ID == c))
     clock.advance(2)
-    stats = run_backfill(app, max_seconds=30)
+    stats = run_backfill(app.engine, app.mailbox, app.clock, max_seconds=30)
     assert (stats.marked, stats.already, stats.missing, stats.pending) == (1, 1, 1, 0)
     assert [todo(app, i).status for i in (a, b, c)] == ["DONE", "ALREADY", "FAILED"]
     assert app.mailbox.processed_at([b])[b] == earlier and is_marked(app, a)

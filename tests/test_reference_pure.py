@@ -9,20 +9,20 @@ from datetime import UTC, datetime
 import pytest
 from builders import envelope
 
+from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP
-from msgx_engine.handlers.reference import REQUEST, decide, record_shape
-from msgx_engine.handlers.snapshot import OpenRequest
+from msgx_engine.handlers.reference import ReferenceContext, decide, record_shape
 from msgx_engine.sis.decode import decode
 
 
 def _decide(mtype: str, styp: str, body: str, request: OpenRequest | None = None, **kw):
-    return decide(decode(envelope(mtype, styp, body, **kw)), {REQUEST: request}, lambda plan: plan)
+    return decide(decode(envelope(mtype, styp, body, **kw)), ReferenceContext(request))
 
 
 def _plan(mtype: str, styp: str, body: str, **kw):
     decision = _decide(mtype, styp, body, **kw)
     assert decision.outcome == APPLY, decision.detail
-    (plan,) = decision.effects
+    (plan,) = decision.plans
     return plan
 
 
@@ -75,7 +75,7 @@ def test_malformed_records_are_dead_and_named(mtype, styp, body, named):
     the type, a repeated single value, or a duplicate key in a full package -> DEAD(malformed)
     naming it; no effect is built, so nothing is written."""
     decision = _decide(mtype, styp, body)
-    assert (decision.outcome, decision.reason, decision.effects) == (DEAD, "malformed", ())
+    assert (decision.outcome, decision.reason, decision.plans) == (DEAD, "malformed", ())
     assert named in decision.detail
 
 
@@ -119,7 +119,7 @@ def test_resp_without_a_matching_request_is_skipped(request_, dttm, why):
     """D16, US-08 AC4/AC5: a RESP is taken only for an open RQRD with a send time and a META DTTM
     (local time) not before it; otherwise SKIPPED(no_request), no effect."""
     decision = _decide("ABNR", "RESP", "<ABNR><ANRC>A</ANRC></ABNR>", request_, dttm=dttm)
-    assert (decision.outcome, decision.reason, decision.effects) == (SKIP, "no_request", ())
+    assert (decision.outcome, decision.reason, decision.plans) == (SKIP, "no_request", ())
     assert why in decision.detail
 
 
@@ -127,6 +127,7 @@ def test_resp_answering_its_request_carries_it_and_dnld_never_does():
     """D16: DTTM 05:00:00 local equals the send time -> taken, the plan names the request to
     complete; a DNLD given the same context does not complete it."""
     req = OpenRequest(7, None, SENT)
-    plan = _decide("ABNR", "RESP", "<ABNR><ANRC>A</ANRC></ABNR>", req, dttm="20210123050000").effects[0]
-    assert (plan.request, plan.replaces) == (req, True)
-    assert _plan("ABNR", "DNLD", "<ABNR><ANRC>A</ANRC></ABNR>").request is None
+    plan, completion = _decide("ABNR", "RESP", "<ABNR><ANRC>A</ANRC></ABNR>", req, dttm="20210123050000").plans
+    assert (plan.replaces, completion) == (True, RequestCompletion(7))
+    dnld = _decide("ABNR", "DNLD", "<ABNR><ANRC>A</ANRC></ABNR>", req, dttm="20210123050000")
+    assert [type(p).__name__ for p in dnld.plans] == ["RefPlan"]

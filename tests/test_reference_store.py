@@ -18,8 +18,8 @@ from snapshot_builders import pump, query, status
 from sqlalchemy import text
 
 from msgx_engine.handlers.reference import record_shape
-from msgx_engine.handlers.snapshot import dttm_local
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
+from msgx_engine.sis.times import dttm_local
 
 
 def _rows(app, rtype: str | None = None) -> dict[tuple[str, str], dict]:
@@ -213,16 +213,18 @@ def test_a_failure_after_the_delete_rolls_the_whole_category_back(app, monkeypat
     """D17, INV-27, US-08 AC5: the replace, the upsert and the request completion are one
     transaction: when completing the request fails (here: it was closed under us), the category
     keeps its old rows, the request stays SENT and the message is retried (FAILED, INFRA)."""
-    from msgx_engine.store import ledger, reference
+    from msgx_engine.handlers.answers import RequestCompletion
+    from msgx_engine.pipeline import plans
+    from msgx_engine.store.ledger import LedgerConflict
 
     pump(app, _ref("ABDG", "DNLD", abdg("1"), abdg("2")))
     before = _rows(app)
     req = _request(app, "ABDG", dttm_local("20210123053500"))
 
-    def closed_under_us(conn, req_id, msg_id, now):
-        raise ledger.LedgerConflict(f"request {req_id} is no longer SENT", None, None)
+    def closed_under_us(conn, plan, msg_id, now):
+        raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
 
-    monkeypatch.setattr(reference, "complete_request", closed_under_us)
+    monkeypatch.setitem(plans.WRITERS, RequestCompletion, closed_under_us)
     (m,) = pump(app, _ref("ABDG", "RESP", abdg("3")))
     assert query(app, "SELECT status, error_class FROM proc_state WHERE msg_id = :m", m=m) == [("FAILED", "INFRA")]
     assert _rows(app) == before

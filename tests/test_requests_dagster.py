@@ -15,7 +15,8 @@ from msgx_dagster.definitions import defs
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import RequestTracker, track_for
-from msgx_engine.sis.requests import RQRD_TYPES, local
+from msgx_engine.sis.requests import RQRD_TYPES
+from msgx_engine.sis.times import local
 
 ONE_ROUND = {"ops": {"request_tracking_op": {"config": {"run_for_s": 0}}}}
 

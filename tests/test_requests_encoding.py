@@ -7,10 +7,10 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from msgx_engine.handlers.snapshot import sis_date
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
 from msgx_engine.sis.decode import decode
+from msgx_engine.sis.times import dttm, sis_date, sis_time
 
 NOW = datetime(2026, 1, 1, 0, 0, 5, tzinfo=UTC)      # 08:00:05 airport local time
 
@@ -65,10 +65,10 @@ def test_seqn_is_six_digits(seqn):
 def test_times_are_local_and_round_trip_through_the_snapshot_parser():
     """Catalogue §2: DDMONYYHHMM local time; an aware UTC value is converted to Asia/Shanghai, a
     naive one is already local; the requested day is the start's local date (D4/D16)."""
-    assert sis.sis_time(datetime(2021, 1, 23, 5, 35)) == "23JAN210535"
-    assert sis.sis_time(datetime(2021, 1, 22, 21, 35, tzinfo=UTC)) == "23JAN210535"
-    assert sis_date(sis.sis_time(datetime(2026, 12, 31, 23, 59))) == date(2026, 12, 31)
-    assert sis.dttm(datetime(2026, 1, 1, 16, 30, 1, tzinfo=UTC)) == "20260102003001"
+    assert sis_time(datetime(2021, 1, 23, 5, 35)) == "23JAN210535"
+    assert sis_time(datetime(2021, 1, 22, 21, 35, tzinfo=UTC)) == "23JAN210535"
+    assert sis_date(sis_time(datetime(2026, 12, 31, 23, 59))) == date(2026, 12, 31)
+    assert dttm(datetime(2026, 1, 1, 16, 30, 1, tzinfo=UTC)) == "20260102003001"
     assert sis.rqfd_day(datetime(2026, 9, 9, 0, 0), datetime(2026, 9, 10, 6, 0)) == date(2026, 9, 9)
     assert sis.rqfd_day(None, datetime(2026, 9, 10, 6, 0)) == date(2026, 9, 10)
     with pytest.raises(sis.RequestInvalid):

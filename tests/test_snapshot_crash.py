@@ -17,8 +17,8 @@ from snapshot_builders import dnld, fltr, pump, query, sodt, status, whole_state
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from msgx_engine.handlers import router
-from msgx_engine.handlers.router import Route
+from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.routing import Route
 
 D9 = date(2026, 9, 9)
 
@@ -95,16 +95,16 @@ def test_failure_late_in_the_write_rolls_back_every_part(app, monkeypatch):
         req = conn.execute(text("INSERT INTO req_track (rtype, styp, fday, status, sent_at) "
                                 "VALUES ('RQFD', 'NONE', :d, 'SENT', :t) RETURNING req_id"),
                            {"d": D9, "t": app.clock.now()}).scalar_one()
-    original = router.ROUTES[("SCHD", "RESP")]
+    original = routing.ROUTES[("SCHD", "RESP")]
     foreign = create_engine(app.settings.db_url, poolclass=NullPool)
 
-    def load_then_expire(conn, msg):
-        ctx = original.load(conn, msg)
+    def load_then_expire(conn, msg, msg_id):
+        ctx = original.load(conn, msg, msg_id)
         with foreign.begin() as other:
             other.execute(text("UPDATE req_track SET status = 'EXPIRED' WHERE req_id = :r"), {"r": req})
         return ctx
 
-    monkeypatch.setitem(router.ROUTES, ("SCHD", "RESP"), Route(load_then_expire, original.decide))
+    monkeypatch.setitem(routing.ROUTES, ("SCHD", "RESP"), Route(load_then_expire, original.decide))
     before = whole_state(app)
     resp = dnld(fltr("A", sodt(9), gates=2), fltr("C", sodt(9))).replace("<STYP>DNLD</STYP>", "<STYP>RESP</STYP>")
     (m,) = pump(app, resp.replace("20260908220000", "20260101090000"))

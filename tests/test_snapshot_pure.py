@@ -10,25 +10,22 @@ from datetime import UTC, date, datetime
 import pytest
 from snapshot_builders import dnld, fltr, sodt
 
+from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP
 from msgx_engine.handlers.snapshot import (
-    HEADS,
-    LEDGER,
-    OUTLINE,
-    OUTLINE_ERROR,
-    REQUEST,
     Head,
     Ledger,
-    OpenRequest,
     PackageRejected,
+    SnapshotContext,
     SnapshotInput,
+    SnapshotPlan,
     decide,
     outline,
     package_flights,
     plan_snapshot,
-    sis_date,
 )
 from msgx_engine.sis.decode import decode
+from msgx_engine.sis.times import sis_date
 from msgx_engine.state.model import FlightState, Replace, Set, apply, freeze_entry, full_state_commands
 
 D9, D10 = date(2026, 9, 9), date(2026, 9, 10)
@@ -134,37 +131,47 @@ def test_plan_keeps_the_stored_ffid():
     assert plan.written[0].fields["FFID"] == "YG-YG1-D-09SEP260800-D"
 
 
-def _extra(xml, *, request=None, ledger=True):
+def _context(xml, *, request=None, ledger=True, msg_id=42, last=None):
     msg = decode(xml)
-    extra: dict = {OUTLINE: outline(msg), REQUEST: request}
-    if ledger:
-        extra[LEDGER] = Ledger(D9, None, None, frozenset())
-        extra[HEADS] = {}
-    return msg, extra
+    day_ledger = Ledger(D9, 1 if last else None, last, frozenset()) if ledger else None
+    return msg, SnapshotContext(msg_id, outline(msg), request=request, ledger=day_ledger, heads={})
 
 
 def test_decide_outcomes():
     """INV-19: a rejected outline is DEAD; D16: RESP without an open request, or answering
     before the request was sent, is SKIPPED(no_request); unknown FLTR content is DEAD(malformed);
-    otherwise one effect carrying the whole package."""
+    otherwise one plan carrying the whole package (and a RESP's request completion)."""
     msg = decode(dnld(fltr("A"), recs=2))
     with pytest.raises(PackageRejected) as err:
         outline(msg)
-    dead = decide(msg, {OUTLINE_ERROR: err.value}, lambda inp: inp)
+    dead = decide(msg, SnapshotContext(1, rejected=err.value))
     assert (dead.outcome, dead.reason) == (DEAD, "malformed")
 
     resp = dnld(fltr("A")).replace("<STYP>DNLD</STYP>", "<STYP>RESP</STYP>")
-    assert decide(*_extra(resp), lambda inp: inp).reason == "no_request"
+    assert decide(*_context(resp)).reason == "no_request"
     late = OpenRequest(7, D9, datetime(2026, 9, 8, 23, 0, tzinfo=UTC))   # 07:00 local on 9/9
-    skipped = decide(*_extra(resp.replace("20260908220000", "20260909065900"), request=late), lambda inp: inp)
+    skipped = decide(*_context(resp.replace("20260908220000", "20260909065900"), request=late))
     assert (skipped.outcome, skipped.reason) == (SKIP, "no_request") and "precedes" in skipped.detail
-    taken = decide(*_extra(resp.replace("20260908220000", "20260909070100"), request=late), lambda inp: inp)
-    assert taken.outcome == APPLY and taken.effects[0].request == late
+    taken = decide(*_context(resp.replace("20260908220000", "20260909070100"), request=late))
+    assert taken.outcome == APPLY and taken.plans[1] == RequestCompletion(7)
+    assert isinstance(taken.plans[0], SnapshotPlan) and taken.plans[0].req_id == 7
 
     unknown = dnld(fltr("A", extra="<WHAT>1</WHAT>"))
-    assert decide(*_extra(unknown), lambda inp: inp).reason == "malformed"
-    no_day = decide(*_extra(dnld(fltr("A", "??")), ledger=False), lambda inp: inp)
+    assert decide(*_context(unknown)).reason == "malformed"
+    no_day = decide(*_context(dnld(fltr("A", "??")), ledger=False))
     assert (no_day.outcome, no_day.reason) == (DEAD, "malformed") and "SODT" in no_day.detail
 
-    ok = decide(*_extra(dnld(fltr("A"), fltr("B"))), lambda inp: inp)
-    assert ok.outcome == APPLY and [f for f, _ in ok.effects[0].flights] == ["A", "B"]
+    ok = decide(*_context(dnld(fltr("A"), fltr("B"))))
+    assert ok.outcome == APPLY and len(ok.plans) == 1
+    (plan,) = ok.plans
+    assert isinstance(plan, SnapshotPlan) and [s.flid for s in plan.written] == ["A", "B"]
+    assert {s.last_message_id for s in plan.written} == {42} and plan.flights == 2
+
+
+def test_decide_plans_nothing_for_the_days_last_message():
+    """FS §3.3 step 1 (replay short-circuit): the mailbox id is in the context, so the pure
+    decider sees that this message already is the day's last one and plans no write."""
+    replay = decide(*_context(dnld(fltr("A")), msg_id=42, last=42))
+    assert replay.outcome == APPLY and replay.plans == () and replay.changes == ()
+    fresh = decide(*_context(dnld(fltr("A")), msg_id=43, last=42))
+    assert len(fresh.plans) == 1

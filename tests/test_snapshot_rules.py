@@ -26,8 +26,8 @@ from snapshot_builders import (
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from msgx_engine.handlers import router
-from msgx_engine.handlers.router import Route
+from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.routing import Route
 
 D9, D10 = date(2026, 9, 9), date(2026, 9, 10)
 
@@ -152,20 +152,20 @@ def test_version_cas_miss_fails_as_infra_and_the_retry_converges(app, monkeypatc
     """FS §3.3 step 5, US-06 AC3: when schd_gen moves between the locked read and the write, the
     whole transaction rolls back, the message is FAILED(INFRA), and the retry re-reads and succeeds."""
     (m1,) = pump(app, day_package(["A", "B"], 9))
-    original = router.ROUTES[("SCHD", "DNLD")]
+    original = routing.ROUTES[("SCHD", "DNLD")]
     bumped = []
 
     other_engine = create_engine(app.settings.db_url, poolclass=NullPool)   # a foreign writer
 
-    def load_then_bump(conn, msg):
-        ctx = original.load(conn, msg)
+    def load_then_bump(conn, msg, msg_id):
+        ctx = original.load(conn, msg, msg_id)
         if not bumped:
             with other_engine.begin() as other:
                 other.execute(text("UPDATE schd_gen SET version = 5 WHERE fday = :d"), {"d": D9})
             bumped.append(True)
         return ctx
 
-    monkeypatch.setitem(router.ROUTES, ("SCHD", "DNLD"), Route(load_then_bump, original.decide))
+    monkeypatch.setitem(routing.ROUTES, ("SCHD", "DNLD"), Route(load_then_bump, original.decide))
     before = whole_state(app)
     (m2,) = pump(app, day_package(["A"], 9))
     assert query(app, "SELECT status, error_class FROM proc_state WHERE msg_id = :m", m=m2) == [("FAILED", "INFRA")]

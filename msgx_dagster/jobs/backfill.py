@@ -13,7 +13,7 @@ from msgx_engine.pipeline.backfill import run_backfill
 def backfill_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
     app = msgx.app()
     try:
-        stats = run_backfill(app, max_seconds=50.0)
+        stats = run_backfill(app.engine, app.mailbox, app.clock, max_seconds=50.0)
         materialize(context, MAILBOX, {"marked": stats.marked, "already_marked": stats.already,
                                        "missing": stats.missing, "failed_attempts": stats.failed_attempts,
                                        "pending": stats.pending},

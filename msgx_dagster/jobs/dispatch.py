@@ -12,9 +12,9 @@ import dagster as dg
 from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX
 from msgx_dagster.jobs.common import every_minute, materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.delivery import outbox
 from msgx_engine.delivery.dispatcher import DispatcherBusy, DispatchOptions, DispatchSummary
 from msgx_engine.delivery.runner import NOT_CONFIGURED, SCHEDULED_RUN_S, build_dispatcher
+from msgx_engine.store import outbox
 
 
 class DispatchConfig(dg.Config):

@@ -19,7 +19,8 @@ from msgx_dagster.assets.specs import REQUESTS_OUT
 from msgx_dagster.jobs.common import every_minute, materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import SCHEDULED_RUN_S, Registered, RequestTracker, TrackSummary, track_for
-from msgx_engine.sis.requests import RQRD_TYPES, local
+from msgx_engine.sis.requests import RQRD_TYPES
+from msgx_engine.sis.times import local
 
 
 class RequestTrackingConfig(dg.Config):

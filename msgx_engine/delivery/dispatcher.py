@@ -22,13 +22,12 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError
 
+from msgx_engine import faults
+from msgx_engine.clock import Clock
 from msgx_engine.db import is_disconnect
-from msgx_engine.delivery import outbox
-from msgx_engine.delivery.outbox import OutboxEvent, SendPolicy
 from msgx_engine.delivery.producer import KafkaSink, Record
-from msgx_engine.pipeline import faults
-from msgx_engine.pipeline.clock import Clock
-from msgx_engine.pipeline.events import TOPIC_MSG, TOPIC_SCHD
+from msgx_engine.store import outbox
+from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ from dataclasses import replace
 
 from sqlalchemy import Engine
 
+from msgx_engine.clock import Clock, DatabaseClock
 from msgx_engine.config import Settings
 from msgx_engine.db import make_engine
-from msgx_engine.delivery import outbox
 from msgx_engine.delivery.dispatcher import Dispatcher, DispatcherBusy, DispatchOptions, DispatchSummary
 from msgx_engine.delivery.producer import KafkaSink
-from msgx_engine.pipeline.clock import Clock, DatabaseClock
+from msgx_engine.store import outbox
 
 log = logging.getLogger(__name__)
 

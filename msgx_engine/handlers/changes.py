@@ -13,6 +13,7 @@ Two rules live here so that every message line applies them the same way:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from msgx_engine.handlers.decision import FlightChange
 from msgx_engine.handlers.extract import CLEAR
@@ -27,6 +28,23 @@ from msgx_engine.state.model import (
     freeze_entry,
     kind_of,
 )
+
+
+@dataclass(frozen=True)
+class FlightsContext:
+    """What the flight-changing routes (FLOP, ADFT) load: the current states of the message's
+    flights, read and row-locked under the writer lock in transaction 1."""
+
+    flights: Mapping[str, FlightState] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FdelContext:
+    """FDEL also needs the code-share relatives (INV-21/22): ``flights`` holds the targets, their
+    masters (MAID) and their live children; ``children`` maps each target to its live children."""
+
+    flights: Mapping[str, FlightState] = field(default_factory=dict)
+    children: Mapping[str, list[str]] = field(default_factory=dict)
 
 
 def commands_from_values(values: Mapping[str, object]) -> list[Command]:

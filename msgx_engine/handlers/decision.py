@@ -1,11 +1,17 @@
-"""What a handler decides: the pure output of (message, current states) -> Decision."""
+"""What a handler decides: the pure output of (message, loaded context) -> Decision.
+
+A Decision carries flight changes (commands per flight, applied by the pipeline to the states
+the route loaded) and plans: frozen dataclasses that say what else transaction 1 writes (a
+snapshot, a reference category, a season, a request completion). The handler computes a plan
+whole; the pipeline hands each plan to the store writer registered for its type
+(``pipeline.plans``), which only writes it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date
 from types import EllipsisType
-from typing import Any, Protocol
 
 from msgx_engine.state.model import Command
 
@@ -14,14 +20,10 @@ SKIP = "skip"
 DEAD = "dead"
 
 
-class Effect(Protocol):
-    """A non-flight write of transaction 1 (ledger, request tracking, reference data).
+class Plan:
+    """Base of every non-flight write plan (a frozen dataclass per kind)."""
 
-    The handler builds it purely; the protocol calls ``apply`` inside transaction 1 after the
-    flight states are written. It may return extra outbox event rows (dicts for ``msg_event``).
-    """
-
-    def apply(self, conn: Any, msg_id: int, now: datetime) -> list[dict] | None: ...
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class Decision:
     reason: str | None = None                     # recorded in proc_state.reason
     detail: str | None = None
     changes: tuple[FlightChange, ...] = ()
-    effects: tuple[Effect, ...] = field(default=())
+    plans: tuple[Plan, ...] = field(default=())
 
     @staticmethod
     def dead(reason: str, detail: str) -> Decision:
@@ -53,5 +55,5 @@ class Decision:
         return Decision(SKIP, reason=reason, detail=detail)
 
     @staticmethod
-    def apply(*changes: FlightChange, effects: tuple[Effect, ...] = ()) -> Decision:
-        return Decision(APPLY, changes=tuple(changes), effects=effects)
+    def apply(*changes: FlightChange, plans: tuple[Plan, ...] = ()) -> Decision:
+        return Decision(APPLY, changes=tuple(changes), plans=plans)

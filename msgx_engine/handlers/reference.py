@@ -18,28 +18,28 @@ naming it, and nothing is written (INV-27: the category keeps its old rows, othe
 not touched). RECS is unreliable in the samples (AIRC/01 says 1 with 2 records, FLTL/02 says 2
 with 1), so a mismatch is logged by the effect, never rejected.
 
-This module imports no I/O code: the router injects the store effect (``store.reference``).
+This module imports no I/O code: the route (``pipeline.routing``) loads the open RQRD a RESP may
+answer, and the store (``store.reference.write_reference``) writes the plan.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import cache
 
 from lxml import etree
 
-from msgx_engine.handlers.decision import Decision, Effect
+from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
+from msgx_engine.handlers.decision import Decision, Plan
 from msgx_engine.handlers.extract import Unmapped, entry_of, text_of
-from msgx_engine.handlers.snapshot import OpenRequest, answered_too_early
 from msgx_engine.sis.catalogue import reference_entry
 from msgx_engine.sis.decode import SisMessage
 
 REPLACE_STYPS = ("DNLD", "RESP")      # the whole category is replaced (D17)
 UPSERT_STYPS = ("ADD", "UPD")
 DELETE_STYPS = ("DEL",)
-REQUEST = "request"                   # Context.extra key: the open RQRD a RESP may answer (D16)
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,15 @@ def record_shape(rtype: str) -> RecordShape | None:
 
 
 @dataclass(frozen=True)
-class RefPlan:
-    """What one accepted reference message writes (the effect's whole input).
+class ReferenceContext:
+    """What the route loads for a reference message: the open RQRD a RESP may answer (D16)."""
+
+    request: OpenRequest | None = None
+
+
+@dataclass(frozen=True)
+class RefPlan(Plan):
+    """What one accepted reference message writes (the store writer's whole input).
 
     ``records`` are (key, fields JSON) in input order for DNLD/RESP/ADD/UPD (for ADD/UPD a key
     given twice keeps its last record: the records apply one after the other); ``keys`` are the
@@ -84,7 +91,6 @@ class RefPlan:
     source: str
     records: tuple[tuple[str, str], ...] = ()
     keys: tuple[str, ...] = ()
-    request: OpenRequest | None = None
     recs_note: str | None = None
 
     @property
@@ -170,7 +176,7 @@ def _check_unique(records: list[tuple[str, str]], rtype: str, key: str) -> None:
         seen.add(rkey)
 
 
-def plan(msg: SisMessage, request: OpenRequest | None = None) -> RefPlan:
+def plan(msg: SisMessage) -> RefPlan:
     """The write plan of a reference message; raises Unmapped (DEAD malformed) or LookupError
     (no such type or subtype: SKIPPED unsupported)."""
     shape = record_shape(msg.meta.type)
@@ -178,7 +184,7 @@ def plan(msg: SisMessage, request: OpenRequest | None = None) -> RefPlan:
     if shape is None or styp not in REPLACE_STYPS + UPSERT_STYPS + DELETE_STYPS:
         raise LookupError(f"{msg.meta.type}/{styp} is not a reference operation")
     records, note = read_records(msg, shape)
-    base = RefPlan(shape.rtype, styp, msg.meta.sndr, request=request, recs_note=note)
+    base = RefPlan(shape.rtype, styp, msg.meta.sndr, recs_note=note)
     if styp in DELETE_STYPS:
         return replace(base, keys=tuple(dict.fromkeys(k for k, _ in records)))
     if styp in REPLACE_STYPS:
@@ -199,25 +205,23 @@ def unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
     return answered_too_early(msg, request, strict=True)
 
 
-RefEffectFactory = Callable[[RefPlan], Effect]
-
-
-def decide(msg: SisMessage, extra: Mapping[str, object], make_effect: RefEffectFactory) -> Decision:
-    """DNLD/RESP replace the category, ADD/UPD upsert, DEL deletes by key (D17).
+def decide(msg: SisMessage, ctx: ReferenceContext) -> Decision:
+    """DNLD/RESP replace the category, ADD/UPD upsert, DEL deletes by key (D17); a RESP also
+    completes the request it answers.
 
     The records are checked before the request: a malformed RESP is DEAD whether or not it was
     asked for, so the operator sees it.
     """
-    request = extra.get(REQUEST)
-    assert request is None or isinstance(request, OpenRequest)
     try:
-        ref_plan = plan(msg, request if msg.meta.styp == "RESP" else None)
+        ref_plan = plan(msg)
     except LookupError as exc:
         return Decision.skip("unsupported", str(exc))
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    if msg.meta.styp == "RESP":
-        skip = unanswerable(msg, request)
-        if skip:
-            return Decision.skip("no_request", skip)
-    return Decision.apply(effects=(make_effect(ref_plan),))
+    if msg.meta.styp != "RESP":
+        return Decision.apply(plans=(ref_plan,))
+    skip = unanswerable(msg, ctx.request)
+    if skip:
+        return Decision.skip("no_request", skip)
+    assert ctx.request is not None
+    return Decision.apply(plans=(ref_plan, RequestCompletion(ctx.request.req_id)))

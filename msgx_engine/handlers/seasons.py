@@ -2,7 +2,7 @@
 
 A season is identified by (SNAM, SDAT, EDAT) and replaced as a whole by every accepted package;
 its flights are planning records (days-of-operation masks, HHMM times), not flight instances, so
-they live in their own tables and never touch ``flight_schd`` (issue 5 §9). Times stay raw (D19).
+they live in their own tables and never touch ``flight_schd``. Times stay raw (D19).
 
 Strict like every handler: an element the seasonal record does not know makes the message
 DEAD(malformed) naming it, and nothing is written.
@@ -10,15 +10,15 @@ DEAD(malformed) naming it, and nothing is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from lxml import etree
 
-from msgx_engine.handlers.decision import Decision, Effect
+from msgx_engine.handlers.decision import Decision, Plan
 from msgx_engine.handlers.extract import Unmapped, entry_of, text_of
-from msgx_engine.handlers.snapshot import MAX_FLIGHTS, sis_date
+from msgx_engine.handlers.snapshot import MAX_FLIGHTS
 from msgx_engine.sis.decode import SisMessage
+from msgx_engine.sis.times import sis_date
 
 # The seasonal FLTR as the samples and the catalogue show it (sis-catalogue.md, SCHS).
 SEASON_FLIGHT_SCALARS: tuple[str, ...] = (
@@ -44,6 +44,35 @@ class Season:
     apcd: str | None
     styp: str
     flights: tuple[SeasonFlight, ...]
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.snam, self.sdat, self.edat)
+
+
+@dataclass(frozen=True)
+class SeasonPlan(Plan):
+    """Replace the season whole (``store.seasons.write_season``)."""
+
+    season: Season
+
+
+@dataclass(frozen=True)
+class SeasonContext:
+    """What the route loads: the mailbox id and the message that last replaced this season
+    (None when the season is new or its key is unreadable; ``read_season`` then decides)."""
+
+    msg_id: int
+    last_message_id: int | None = None
+
+
+def season_key(msg: SisMessage) -> tuple[str, str, str] | None:
+    """(SNAM, SDAT, EDAT) as the package names them, for the loader; None when absent."""
+    container = msg.root.find("SCHS")
+    if container is None:
+        return None
+    key = tuple(text_of(container.find(name)) for name in ("SNAM", "SDAT", "EDAT"))
+    return (key[0], key[1], key[2]) if all(key) else None
 
 
 def _flight(record: etree._Element, index: int) -> SeasonFlight:
@@ -92,17 +121,17 @@ class OversizeSeason(ValueError):
     """More seasonal flights than one package may carry."""
 
 
-SeasonEffectFactory = Callable[[Season], Effect]
-
-
-def decide(msg: SisMessage, make_effect: SeasonEffectFactory) -> Decision:
+def decide(msg: SisMessage, ctx: SeasonContext) -> Decision:
     """SCHS DNLD and RESP alike: the season is replaced whole. A RESP needs no open request
     because msgx never asks for seasons; the data is planning only and cannot regress live
-    flight state (docs/snapshots.md)."""
+    flight state (docs/snapshots.md). A message that already is the season's last one plans
+    nothing (replay short-circuit, like the daily ledger)."""
     try:
         season = read_season(msg)
     except OversizeSeason as exc:
         return Decision.dead("oversize", str(exc))
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    return Decision.apply(effects=(make_effect(season),))
+    if ctx.last_message_id == ctx.msg_id:
+        return Decision.apply()
+    return Decision.apply(plans=(SeasonPlan(season),))

@@ -4,34 +4,35 @@ Three pure steps, each testable without a database:
 
 1. ``outline`` reads what the loader needs before touching the store (FLIDs, RECS, SODT dates) and
    checks the package (INV-19, D5). An invalid package is never loaded against.
-2. ``decide`` extracts every flight's full state (D1), resolves the day D (D4) and the request a
-   RESP answers (D16), and returns a Decision whose single effect carries everything the write
-   needs. Validation failures are DEAD and write nothing.
+2. ``decide`` takes the ``SnapshotContext`` the route loaded (the outline, the day's ledger, the
+   heads of every flight involved, the open RQFD a RESP answers, and the mailbox id), extracts
+   every flight's full state (D1) and returns a Decision carrying the whole ``SnapshotPlan`` (and
+   the request completion of a RESP). Validation failures are DEAD and write nothing.
 3. ``plan_snapshot`` turns (package, current flight heads, old member list, message id) into what
    to write: the flights to take over, the flights to soft delete (D2) and the ones left to a later
-   day (D3). It runs inside the effect because only the effect learns the mailbox id, and both the
-   replay short-circuit and ``last_message_id`` need it.
+   day (D3). The store (``store.ledger.write_snapshot``) only writes the plan.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
 from types import MappingProxyType
-from zoneinfo import ZoneInfo
 
+from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
 from msgx_engine.handlers.changes import fields_from_values
-from msgx_engine.handlers.decision import Decision, Effect
+from msgx_engine.handlers.decision import Decision, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
+from msgx_engine.sis.times import dttm_local, sis_date
 from msgx_engine.state.model import FlightState, Value
 
+log = logging.getLogger(__name__)
+
 MAX_FLIGHTS = 10_000
-LOCAL_TZ = ZoneInfo("Asia/Shanghai")   # SIS times carry no zone; AODB sends local time (D4, D19)
-_MONTHS = {m: i for i, m in enumerate(
-    ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"), start=1)}
 
 
 class PackageRejected(ValueError):
@@ -41,32 +42,6 @@ class PackageRejected(ValueError):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
-
-
-# --- time strings (D19: stored raw, parsed only for the day rule and request matching) ---------
-def sis_date(text: str) -> date | None:
-    """The date of a DDMONYY or DDMONYYHHMM string (two-digit years are 20yy), or None."""
-    if len(text) < 7:
-        return None
-    month = _MONTHS.get(text[2:5].upper())
-    if month is None or not text[:2].isdigit() or not text[5:7].isdigit():
-        return None
-    try:
-        return date(2000 + int(text[5:7]), month, int(text[:2]))
-    except ValueError:
-        return None
-
-
-def dttm_local(text: str) -> datetime | None:
-    """META DTTM (yyyyMMddHHmmss, local time) as an aware datetime, or None when unreadable.
-
-    Exactly 14 digits: ``strptime`` alone would read "2021012305" as a time of its own making."""
-    if len(text) != 14 or not text.isdigit():
-        return None
-    try:
-        return datetime.strptime(text, "%Y%m%d%H%M%S").replace(tzinfo=LOCAL_TZ)
-    except ValueError:
-        return None
 
 
 # --- step 1: outline and whole-package checks ---------------------------------------------------
@@ -163,17 +138,8 @@ class Ledger:
 
 
 @dataclass(frozen=True)
-class OpenRequest:
-    """The open (SENT) RQFD a RESP may answer (D16)."""
-
-    req_id: int
-    fday: date | None
-    sent_at: datetime | None
-
-
-@dataclass(frozen=True)
 class SnapshotInput:
-    """Everything the snapshot write needs; built purely by ``decide``, applied by the effect."""
+    """The package against the state it meets: the input of ``plan_snapshot``."""
 
     styp: str
     day: date
@@ -183,38 +149,48 @@ class SnapshotInput:
     request: OpenRequest | None
 
 
-# The router injects the store's effect constructor, so this module imports no I/O code.
-EffectFactory = Callable[[SnapshotInput], Effect]
+@dataclass(frozen=True)
+class SnapshotContext:
+    """What the route loads for a SCHD DNLD/RESP under the writer lock (``pipeline.routing``).
 
-OUTLINE, OUTLINE_ERROR, LEDGER, HEADS, REQUEST = "outline", "outline_error", "ledger", "heads", "request"
+    ``rejected`` is set when the package failed its whole-package checks (nothing else is read);
+    ``ledger`` is None when the day cannot be determined.
+    """
+
+    msg_id: int
+    outline: Outline | None = None
+    rejected: PackageRejected | None = None
+    request: OpenRequest | None = None
+    ledger: Ledger | None = None
+    heads: Mapping[str, Head] = field(default_factory=dict)
 
 
-def decide(msg: SisMessage, extra: Mapping[str, object], make_effect: EffectFactory) -> Decision:
-    """The snapshot decision from the loader's ``extra`` (see ``store.ledger.load_snapshot``)."""
-    error = extra.get(OUTLINE_ERROR)
-    if isinstance(error, PackageRejected):
-        return Decision.dead(error.reason, error.detail)
-    pkg = extra[OUTLINE]
-    assert isinstance(pkg, Outline)
-    request = extra.get(REQUEST)
-    assert request is None or isinstance(request, OpenRequest)
+def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
+    """The snapshot decision: DEAD, SKIPPED(no_request), or the whole plan (and a RESP's request
+    completion). A message that is already the day's last one plans nothing (replay short-circuit)."""
+    if ctx.rejected is not None:
+        return Decision.dead(ctx.rejected.reason, ctx.rejected.detail)
+    assert ctx.outline is not None
+    request = ctx.request if msg.meta.styp == "RESP" else None
     if msg.meta.styp == "RESP":
-        skip = _unanswerable(msg, request)
+        skip = _unanswerable(msg, ctx.request)
         if skip:
             return Decision.skip("no_request", skip)
     try:
         flights = package_flights(msg)
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    ledger = extra.get(LEDGER)
-    if not isinstance(ledger, Ledger):
+    if ctx.ledger is None:
         return Decision.dead("malformed", "the snapshot day cannot be determined: no FLTR carries a readable "
                                           "SODT (an empty package needs a readable META DTTM)")
-    heads = extra[HEADS]
-    assert isinstance(heads, Mapping)
-    return Decision.apply(effects=(make_effect(SnapshotInput(
-        styp=msg.meta.styp, day=ledger.day, flights=flights, ledger=ledger, heads=heads,
-        request=request if msg.meta.styp == "RESP" else None)),))
+    if ctx.ledger.last_message_id == ctx.msg_id:
+        log.info("snapshot %s for %s is the day's last message: replay short-circuit", ctx.msg_id, ctx.ledger.day)
+        return Decision.apply()
+    inp = SnapshotInput(styp=msg.meta.styp, day=ctx.ledger.day, flights=flights, ledger=ctx.ledger,
+                        heads=ctx.heads, request=request)
+    plan = plan_snapshot(inp, ctx.msg_id)
+    completion = (RequestCompletion(request.req_id),) if request is not None else ()
+    return Decision.apply(plans=(plan, *completion))
 
 
 def _unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
@@ -226,35 +202,26 @@ def _unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
     return answered_too_early(msg, request)
 
 
-def answered_too_early(msg: SisMessage, request: OpenRequest, *, strict: bool = False) -> str | None:
-    """Why the answer's META DTTM (local time) cannot answer ``request``, or None (US-08 AC4).
-
-    DTTM must not precede the request's ``sent_at``. Lenient (the snapshot RESP) lets an unknown
-    send time or an unreadable DTTM pass; ``strict`` (the reference RESP) refuses both.
-    """
-    stamp = dttm_local(msg.meta.dttm)
-    if stamp is None:
-        return f"answer DTTM {msg.meta.dttm!r} is unreadable" if strict else None
-    if request.sent_at is None:
-        return f"open request {request.req_id} has no send time" if strict else None
-    if stamp < request.sent_at:
-        return f"answer DTTM {msg.meta.dttm} precedes request {request.req_id} sent at {request.sent_at.isoformat()}"
-    return None
-
-
 # --- step 3: the plan -----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Plan:
-    """What one accepted snapshot writes (FS §3.3 steps 3-5)."""
+class SnapshotPlan(Plan):
+    """What one accepted snapshot writes (FS §3.3 steps 3-6), computed whole by the handler."""
 
-    day: date
+    styp: str
+    ledger: Ledger                        # the day's ledger as read under the lock (version CAS)
     written: tuple[FlightState, ...]      # taken over: full state, fday = D, not deleted
     deleted: tuple[str, ...]              # (old - new) ∩ fday = D, not yet deleted: soft delete (D2)
     kept_later: tuple[str, ...]           # in the package but owned by a later day: left as is (D3)
     members: frozenset[str]               # the day's new member list (the whole package)
+    flights: int                          # FLTR records in the package (the run record)
+    req_id: int | None = None             # the RQFD a RESP answers (the run record)
+
+    @property
+    def day(self) -> date:
+        return self.ledger.day
 
 
-def plan_snapshot(inp: SnapshotInput, msg_id: int) -> Plan:
+def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     """Pure merge and diff of one snapshot against the current heads and the old member list."""
     day = inp.day
     written: list[FlightState] = []
@@ -272,7 +239,8 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> Plan:
     members = frozenset(flid for flid, _ in inp.flights)
     deleted = sorted(flid for flid in inp.ledger.members - members
                      if _deletable(inp.heads.get(flid), day))
-    return Plan(day, tuple(written), tuple(deleted), tuple(kept_later), members)
+    return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
+                        len(inp.flights), inp.request.req_id if inp.request else None)
 
 
 def _with_ffid(fields: Fields, ffid: str) -> Fields:

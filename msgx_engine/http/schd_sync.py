@@ -4,9 +4,9 @@ Accepted time format (24-hour clock, airport local time, no zone): ``YYYY-MM-DD 
 ``YYYY-MM-DD HH:MM`` (a ``T`` may replace the space). The legacy 12-hour form (``hh`` plus AM/PM)
 is refused: it is ambiguous at noon and midnight, which is why the spec asks for 24 hours.
 
-Extension point: request tracking (US-08) provides a ``SyncRegistrar`` and passes it to
-``create_app(schd_sync=...)``. Until then the endpoint validates and answers 501, so a caller can
-never mistake "accepted" for "registered" (C-24/C-33: the promise ends at the mailbox).
+The registrar is passed to ``create_app(schd_sync=...)``: ``msgx serve`` wires request tracking's
+(``http.server.RqfdSyncRegistrar``). Without one the endpoint validates and answers 501, so a
+caller can never mistake "accepted" for "registered" (C-24/C-33: the promise ends at the mailbox).
 """
 
 from __future__ import annotations

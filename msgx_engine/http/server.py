@@ -11,7 +11,10 @@ import ipaddress
 import socket
 import sys
 
+from msgx_engine.app import App
 from msgx_engine.config import ConfigError
+from msgx_engine.http.schd_sync import SyncWindow
+from msgx_engine.requests.tracker import RequestTracker
 
 LOOPBACK_NAMES = frozenset({"localhost"})
 
@@ -38,12 +41,29 @@ def check_bind(host: str, allow_public: bool) -> None:
             "once a gateway restricts and audits the callers")
 
 
-def sync_registrar(app) -> object:
+class RqfdSyncRegistrar:
+    """The ``SyncRegistrar`` behind ``POST /schd/sync`` (US-08 AC6, C-33, Q17): registers one RQFD
+    for the validated window (the window start's date is the requested day).
+
+    It only registers: the request tracking job (or ``msgx request track``) writes it to COUTMSGS.
+    So the answer says REGISTERED with the request id and operating day, and nothing about the
+    plan being updated: the promise ends at the mailbox even once sent (C-24), and the plan changes
+    only when the AODB's SCHD RESP arrives and is applied (US-06).
+    """
+
+    def __init__(self, tracker: RequestTracker) -> None:
+        self.tracker = tracker
+
+    def register(self, window: SyncWindow) -> object:
+        doc = self.tracker.register_rqfd(window.start, window.end).as_json()
+        doc["note"] = ("registered: the request is written to the AODB mailbox by request tracking; "
+                       "the flight plan is not updated until the AODB answers")
+        return doc
+
+
+def sync_registrar(app: App) -> RqfdSyncRegistrar:
     """POST /schd/sync registers an RQFD through request tracking (US-08 AC6); the tracking job
     or ``msgx request track`` sends it."""
-    from msgx_engine.requests.registrar import RqfdSyncRegistrar
-    from msgx_engine.requests.tracker import RequestTracker
-
     return RqfdSyncRegistrar(RequestTracker(app.engine, app.mailbox, app.clock))
 
 
@@ -51,7 +71,6 @@ def serve(host: str, port: int, allow_public: bool) -> int:
     """Run the API until interrupted. Returns the process exit code."""
     import uvicorn
 
-    from msgx_engine.app import App
     from msgx_engine.http.app import create_app
 
     check_bind(host, allow_public)

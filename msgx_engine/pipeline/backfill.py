@@ -13,19 +13,15 @@ import logging
 import time
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, func, or_, select, update
+from sqlalchemy import Connection, Engine, func, or_, select, update
 
+from msgx_engine import faults
+from msgx_engine.clock import Clock
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.mailbox.tables import cminmsgs
-from msgx_engine.pipeline import faults
-from msgx_engine.pipeline.clock import Clock
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.store.tables import backfill_todo
-
-if TYPE_CHECKING:
-    from msgx_engine.app import App
 
 log = logging.getLogger(__name__)
 
@@ -127,10 +123,10 @@ def pending_count(conn: Connection) -> int:
     return int(n)
 
 
-def run_backfill(app: App, max_seconds: float = 50.0) -> BackfillStats:
+def run_backfill(engine: Engine, mailbox: Mailbox, clock: Clock, max_seconds: float = 50.0) -> BackfillStats:
     """Entry point for the Dagster ``backfill_job``: drain due todos for at most ``max_seconds``.
 
     Safe to run beside the pump (rows are claimed with SKIP LOCKED); needs no writer lock.
     """
-    with app.engine.connect() as conn:
-        return Backfill(app.mailbox, app.clock).drain(conn, max_seconds=max_seconds)
+    with engine.connect() as conn:
+        return Backfill(mailbox, clock).drain(conn, max_seconds=max_seconds)

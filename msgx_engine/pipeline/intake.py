@@ -17,9 +17,9 @@ from sqlalchemy import Connection, func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from msgx_engine.clock import Clock
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.mailbox.tables import cminmsgs
-from msgx_engine.pipeline.clock import Clock
 from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state
 
 log = logging.getLogger(__name__)

@@ -25,19 +25,21 @@ from functools import cache
 from sqlalchemy import Connection, select, update
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
+from msgx_engine import faults
+from msgx_engine.clock import Clock
 from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
-from msgx_engine.handlers.router import decide, prepare
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.pipeline import faults
-from msgx_engine.pipeline.clock import Clock
-from msgx_engine.pipeline.events import build_events
+from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
 from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
 from msgx_engine.state.model import FlightState, apply
+from msgx_engine.store import outbox
 from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.tables import (
     WRITER_LOCK_ROW,
     intake_gap,
@@ -79,9 +81,6 @@ _HEAD_SQL = (
     "FROM proc_state p WHERE p.status IN ('PENDING', 'FAILED') ORDER BY p.msg_id LIMIT 1")
 _IDENTITY_SQL = ("SELECT msg_id, payload_hash FROM proc_state WHERE identity_key = %(identity)s "
                  "AND msg_id <> %(msg_id)s LIMIT 1")
-_EVENT_COLUMNS = ("msg_id", "flid", "topic", "kind", "state_version", "payload")
-_EVENTS_SQL = (f"INSERT INTO msg_event ({', '.join(_EVENT_COLUMNS)}) "
-               f"VALUES ({', '.join(f'%({c})s' for c in _EVENT_COLUMNS)})")
 _APPLIED_SQL = (
     "UPDATE proc_state SET applied_at = %(now)s, updated_at = %(now)s, identity_key = %(identity)s, "
     "payload_hash = %(payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
@@ -261,15 +260,15 @@ class Processor:
             conn.rollback()
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
         repo = FlightRepository(conn)
-        ctx = prepare(conn, msg)
-        current = ctx.flights
-        before_states = dict(current)
-        decision = decide(msg, ctx)
+        routed = routing.decide(conn, msg, msg_id)
+        decision = routed.decision
         if decision.outcome != APPLY:
             conn.rollback()
             return decision
+        before_states = dict(routed.flights)
+        current = dict(routed.flights)
         next_states: list[FlightState] = []
-        events: list[dict] = []
+        events: list[OutboxRow] = []
         for change in decision.changes:
             before = current.get(change.flid)
             if before is None and not change.create:
@@ -281,18 +280,16 @@ class Processor:
                 state = replace(state, deleted=True)
             current[change.flid] = state
             next_states.append(state)
-            events += build_events(msg_id, msg, state, result.changed, result.cleared)
+            events += outbox.change_events(msg_id, msg.meta, state, result.changed, result.cleared)
         now = self.clock.now()
-        rows = [{c: e[c] for c in _EVENT_COLUMNS} for e in events]
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             repo.persist_next_states(next_states, now=now, previous=before_states)
-            if rows and not decision.effects:
-                conn.exec_driver_sql(_EVENTS_SQL, rows)
-                rows = []
-        for effect in decision.effects:  # effects read their own results (ledger CAS): not pipelined
-            rows += [{c: e[c] for c in _EVENT_COLUMNS} for e in effect.apply(conn, msg_id, now) or []]
-        if rows:
-            conn.exec_driver_sql(_EVENTS_SQL, rows)
+            if not decision.plans:
+                outbox.insert(conn, events)
+                events = []
+        # plan writers read their own results (ledger CAS): not pipelined
+        events += write_plans(conn, decision.plans, msg_id, now)
+        outbox.insert(conn, events)
         if self.folds_transactions:
             faults.reach("before_tx1_commit")
             return self._finish(conn, head, SUCCEEDED, None, None, msg=msg, extra={"applied_at": now})

@@ -32,10 +32,11 @@ from datetime import date, datetime, timedelta
 
 from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, text, update
 
+from msgx_engine.clock import Clock
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.mailbox.tables import coutmsgs
-from msgx_engine.pipeline.clock import Clock
 from msgx_engine.sis import requests as sis
+from msgx_engine.sis.times import sis_time
 from msgx_engine.store.session_lock import LockBusy, SessionLock
 from msgx_engine.store.tables import req_track
 
@@ -105,8 +106,8 @@ class RequestTracker:
     def register_rqfd(self, start: datetime | None, end: datetime | None) -> Registered:
         """Register a day-plan request for the window (local times; either bound may be None)."""
         fday = sis.rqfd_day(start, end)
-        start_text = sis.sis_time(start) if start is not None else None
-        end_text = sis.sis_time(end) if end is not None else None
+        start_text = sis_time(start) if start is not None else None
+        end_text = sis_time(end) if end is not None else None
         sis.rqfd_body(start_text, end_text)          # validate now, not at send time
         return self._register(sis.RQFD, sis.RQFD_STYP, fday, start_text, end_text)
 

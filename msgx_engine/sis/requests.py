@@ -15,8 +15,8 @@ from __future__ import annotations
 from datetime import date, datetime
 from xml.sax.saxutils import escape
 
-from msgx_engine.handlers.snapshot import LOCAL_TZ
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
+from msgx_engine.sis.times import dttm, local
 
 SENDER = "VIEW"
 RQFD, RQRD = "RQFD", "RQRD"
@@ -29,27 +29,10 @@ RQRD_TYPES: tuple[str, ...] = (
 )
 assert frozenset(RQRD_TYPES) == REFERENCE_TYPES, "RQRD types must be the catalogue's 23 reference types"
 SEQN_MAX = 999_999
-_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
 
 class RequestInvalid(ValueError):
     """The request cannot be encoded (no window bound, unknown reference type, bad SEQN)."""
-
-
-def local(moment: datetime) -> datetime:
-    """``moment`` in airport local time; a naive value already is local (SIS carries no zone)."""
-    return moment.astimezone(LOCAL_TZ).replace(tzinfo=None) if moment.tzinfo else moment
-
-
-def sis_time(moment: datetime) -> str:
-    """DDMONYYHHMM local time (catalogue §2), e.g. 2021-01-23 05:35 -> 23JAN210535."""
-    t = local(moment)
-    return f"{t.day:02d}{_MONTHS[t.month - 1]}{t.year % 100:02d}{t.hour:02d}{t.minute:02d}"
-
-
-def dttm(moment: datetime) -> str:
-    """META DTTM: yyyyMMddHHmmss local time."""
-    return local(moment).strftime("%Y%m%d%H%M%S")
 
 
 def seqn_text(seqn: int) -> str:

@@ -1,11 +1,11 @@
 """Reference data storage: ``ref_master`` written in transaction 1 (D17, INV-26/27, D16).
 
-``load_reference`` reads, under the writer lock, the open RQRD a RESP may answer. ``ReferenceWrite``
-applies a pure ``RefPlan`` with one statement per kind of write, never one round trip per record:
+``write_reference`` writes a pure ``RefPlan`` with one statement per kind of write, never one round
+trip per record:
 
 - DNLD/RESP: one DELETE of the category's rows whose key is not in the package, then one bulk
-  upsert of every record; a RESP also sets its request DONE. All in the caller's transaction, so
-  a failure anywhere leaves the category's old rows whole (INV-27);
+  upsert of every record (a RESP's request completion is its own plan, ``store.requests``). All
+  in the caller's transaction, so a failure anywhere leaves the category's old rows whole (INV-27);
 - ADD/UPD: one bulk upsert;
 - DEL: one DELETE by key (a missing key deletes nothing: the row is already gone).
 
@@ -16,15 +16,13 @@ outbox events: reference data touches no flight, and no consumer subscribes to i
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import ARRAY, Connection, Text, all_, any_, bindparam, delete
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from msgx_engine.handlers.reference import REQUEST, RefPlan
-from msgx_engine.sis.decode import SisMessage
-from msgx_engine.store.ledger import complete_request, open_request
+from msgx_engine.handlers.reference import RefPlan
+from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.tables import ref_master
 
 log = logging.getLogger(__name__)
@@ -37,37 +35,22 @@ _UPSERT = _UPSERT.on_conflict_do_update(
           "batch_id": _UPSERT.excluded.batch_id, "refreshed_at": _UPSERT.excluded.refreshed_at})
 
 
-def load_reference(conn: Connection, msg: SisMessage) -> dict[str, object]:
-    """A RESP's open RQRD for its type (D16); other subtypes need nothing from the store."""
-    if msg.meta.styp != "RESP":
-        return {}
-    return {REQUEST: open_request(conn, "RQRD", msg.meta.type)}
-
-
-@dataclass(frozen=True)
-class ReferenceWrite:
-    """Transaction-1 effect of an accepted reference message."""
-
-    plan: RefPlan
-
-    def apply(self, conn: Connection, msg_id: int, now: datetime) -> list[dict]:
-        p = self.plan
-        if p.recs_note:
-            log.warning("mailbox id %s %s/%s: %s", msg_id, p.rtype, p.styp, p.recs_note)
-        removed = 0
-        if p.replaces:
-            removed = conn.execute(delete(ref_master).where(ref_master.c.rtype == p.rtype,
-                                                            ref_master.c.rkey != all_(_KEYS)),
-                                   {"keys": [k for k, _ in p.records]}).rowcount
-        elif p.keys:
-            removed = conn.execute(delete(ref_master).where(ref_master.c.rtype == p.rtype,
-                                                            ref_master.c.rkey == any_(_KEYS)),
-                                   {"keys": list(p.keys)}).rowcount
-        if p.records:
-            conn.execute(_UPSERT, [{"rtype": p.rtype, "rkey": key, "fields": fields, "source": p.source,
-                                    "batch_id": msg_id, "refreshed_at": now} for key, fields in p.records])
-        if p.request is not None:
-            complete_request(conn, p.request.req_id, msg_id, now)
-        log.info("mailbox id %s %s/%s: %d record(s) written, %d removed", msg_id, p.rtype, p.styp,
-                 len(p.records), removed)
-        return []
+def write_reference(conn: Connection, p: RefPlan, msg_id: int, now: datetime) -> list[OutboxRow]:
+    """Transaction-1 write of an accepted reference message (no outbox events)."""
+    if p.recs_note:
+        log.warning("mailbox id %s %s/%s: %s", msg_id, p.rtype, p.styp, p.recs_note)
+    removed = 0
+    if p.replaces:
+        removed = conn.execute(delete(ref_master).where(ref_master.c.rtype == p.rtype,
+                                                        ref_master.c.rkey != all_(_KEYS)),
+                               {"keys": [k for k, _ in p.records]}).rowcount
+    elif p.keys:
+        removed = conn.execute(delete(ref_master).where(ref_master.c.rtype == p.rtype,
+                                                        ref_master.c.rkey == any_(_KEYS)),
+                               {"keys": list(p.keys)}).rowcount
+    if p.records:
+        conn.execute(_UPSERT, [{"rtype": p.rtype, "rkey": key, "fields": fields, "source": p.source,
+                                "batch_id": msg_id, "refreshed_at": now} for key, fields in p.records])
+    log.info("mailbox id %s %s/%s: %d record(s) written, %d removed", msg_id, p.rtype, p.styp,
+             len(p.records), removed)
+    return []

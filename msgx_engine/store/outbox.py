@@ -1,6 +1,13 @@
-"""Outbox reads and marks for the dispatcher (US-07 AC1-AC3).
+"""The outbox ``msg_event``: its rows, how they are written, released, read and marked (US-07, D12/D13).
 
-Only released events (``released_at`` set in transaction 2) are ever sent, in ``event_id`` order
+Rows are ``OutboxRow``s built in one place (``change_events``, ``state_event``,
+``tombstone_event``), written in transaction 1 (``insert``, one prebuilt statement) and released
+with the message's terminal status in transaction 2 (``store.queue``'s guarded status write).
+
+``msg``: one change notification per flight and message. ``schd``: the flight's whole state (or a
+tombstone for a deleted flight).
+
+Dispatcher side: only released events (``released_at`` set in transaction 2) are ever sent, in ``event_id`` order
 per logical topic. A topic's head in backoff is not overtaken: ``due_prefix`` returns the run of
 events from the head up to the first one whose ``next_send_at`` lies in the future. An event is
 marked sent only after its delivery report; a failed one backs off, stays visible with its error
@@ -10,16 +17,81 @@ and turns DEAD after ``max_attempts`` with an alert.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import astuple, dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, update
 
+from msgx_engine.sis.decode import Meta
+from msgx_engine.state.model import FlightState
+from msgx_engine.state.serialize import dumps, plain, state_json, tombstone_json
 from msgx_engine.store.tables import msg_event
 
 log = logging.getLogger(__name__)
 
+TOPIC_MSG = "msg"      # logical topics; the Kafka topic names are configured (MSGX_TOPIC_*)
+TOPIC_SCHD = "schd"
+
+
+# --- rows (transaction 1) ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class OutboxRow:
+    """One ``msg_event`` row as transaction 1 writes it (not yet released)."""
+
+    msg_id: int
+    flid: str
+    topic: str          # TOPIC_MSG | TOPIC_SCHD
+    kind: str           # change | state | tombstone
+    state_version: int
+    payload: str
+
+
+_ROW_COLUMNS = tuple(f.name for f in fields(OutboxRow))
+# Plain SQL built once, sent with ``exec_driver_sql`` (no statement construction per message).
+_INSERT_SQL = (f"INSERT INTO msg_event ({', '.join(_ROW_COLUMNS)}) "
+               f"VALUES ({', '.join(f'%({c})s' for c in _ROW_COLUMNS)})")
+
+
+def insert(conn: Connection, rows: Sequence[OutboxRow]) -> None:
+    """Write ``rows`` unreleased, in one executemany (pipelined when the caller pipelines)."""
+    if rows:
+        conn.exec_driver_sql(_INSERT_SQL, [dict(zip(_ROW_COLUMNS, astuple(r), strict=True)) for r in rows])
+
+
+def state_event(msg_id: int, state: FlightState) -> OutboxRow:
+    """The ``schd`` event of a written state: its whole state, or a tombstone when deleted."""
+    if state.deleted:
+        return tombstone_event(msg_id, state.flid, state.state_version)
+    return OutboxRow(msg_id, state.flid, TOPIC_SCHD, "state", state.state_version, state_json(state))
+
+
+def tombstone_event(msg_id: int, flid: str, state_version: int) -> OutboxRow:
+    return OutboxRow(msg_id, flid, TOPIC_SCHD, "tombstone", state_version, tombstone_json(flid, state_version))
+
+
+def change_payload(msg_id: int, meta: Meta, state: FlightState, changed: Iterable[str],
+                   cleared: Iterable[str]) -> str:
+    changes: dict[str, object] = {}
+    for key in sorted(set(changed) | set(cleared)):
+        value = state.fields.get(key)
+        changes[key] = None if value is None else plain(value)
+    doc = {"CHANGES": changes, "DELETED": state.deleted, "FLID": state.flid, "MSG_ID": msg_id,
+           "SEQN": meta.seqn, "SNDR": meta.sndr, "STATE_VERSION": state.state_version,
+           "STYP": meta.styp, "TYPE": meta.type}
+    return dumps(doc)
+
+
+def change_events(msg_id: int, meta: Meta, state: FlightState, changed: Iterable[str],
+                  cleared: Iterable[str]) -> list[OutboxRow]:
+    """A dynamic message's two events per changed flight (FS §5.5): the ``msg`` change
+    notification and the ``schd`` whole state (or tombstone)."""
+    change = OutboxRow(msg_id, state.flid, TOPIC_MSG, "change", state.state_version,
+                       change_payload(msg_id, meta, state, changed, cleared))
+    return [change, state_event(msg_id, state)]
+
+
+# --- dispatcher (reads and marks) -------------------------------------------------------------
 
 @dataclass(frozen=True)
 class OutboxEvent:

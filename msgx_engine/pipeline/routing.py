@@ -1,0 +1,139 @@
+"""Route a decoded message to its handler (DESIGN §2 step 6). Unknown kinds never block the head.
+
+A route has two parts: ``load`` reads, under the writer lock in transaction 1, what the handler
+needs and returns it as the route's typed context (current flight states, the snapshot ledger,
+the open request a RESP answers, ...); ``decide`` is the pure handler, called once with it. Each
+message line registers its route in ``ROUTES`` keyed by (TYPE, STYP), (TYPE, "*") or (kind, "*");
+the most specific key wins.
+
+The loaders are the only place where the pure handlers meet the store: they call the handlers'
+pure outline helpers to know what to read, and the store's batched reads to read it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Connection
+
+from msgx_engine.handlers import reference, seasons, snapshot
+from msgx_engine.handlers.adft import adft_flids, handle_adft
+from msgx_engine.handlers.changes import FdelContext, FlightsContext
+from msgx_engine.handlers.decision import Decision
+from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
+from msgx_engine.sis.decode import SisMessage
+from msgx_engine.state.model import FlightState
+from msgx_engine.store import ledger
+from msgx_engine.store import seasons as season_store
+from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.requests import open_request
+
+C = TypeVar("C")
+
+
+@dataclass(frozen=True)
+class Route(Generic[C]):
+    """``load`` (under the lock) then ``decide`` (pure). ``flights`` names the loaded states the
+    decision's flight changes apply to (none for the lines that write plans only)."""
+
+    load: Callable[[Connection, SisMessage, int], C]
+    decide: Callable[[SisMessage, C], Decision]
+    flights: Callable[[C], Mapping[str, FlightState]] = field(default=lambda ctx: {})
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The decision and the current states (as loaded under the lock) its flight changes apply to."""
+
+    decision: Decision
+    flights: Mapping[str, FlightState]
+
+
+# --- loaders -----------------------------------------------------------------------------------
+def load_flights(flids_of: Callable[[SisMessage], list[str]]) -> Callable[[Connection, SisMessage, int],
+                                                                           FlightsContext]:
+    def load(conn: Connection, msg: SisMessage, msg_id: int) -> FlightsContext:
+        return FlightsContext(FlightRepository(conn).load(flids_of(msg), for_update=True))
+
+    return load
+
+
+def load_fdel(conn: Connection, msg: SisMessage, msg_id: int) -> FdelContext:
+    """FDEL needs the targets' code-share masters and children too (INV-21/22)."""
+    flights, children = FlightRepository(conn).load_with_relatives(flop_flids(msg))
+    return FdelContext(flights, children)
+
+
+def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.SnapshotContext:
+    """SCHD DNLD/RESP, read in a constant number of statements (no row locks needed: the pipeline
+    lock already serialises every writer; the ledger's version CAS catches any that is not)."""
+    try:
+        pkg = snapshot.outline(msg)
+    except snapshot.PackageRejected as exc:
+        return snapshot.SnapshotContext(msg_id, rejected=exc)
+    day = pkg.day
+    request = None
+    if msg.meta.styp == "RESP":
+        request = open_request(conn, "RQFD")
+        day = request.fday if request else None
+    if day is None:
+        return snapshot.SnapshotContext(msg_id, pkg, request=request)
+    day_ledger = ledger.read_ledger(conn, day)
+    heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
+    return snapshot.SnapshotContext(msg_id, pkg, request=request, ledger=day_ledger, heads=heads)
+
+
+def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:
+    """A RESP's open RQRD for its type (D16); other subtypes need nothing from the store."""
+    if msg.meta.styp != "RESP":
+        return reference.ReferenceContext()
+    return reference.ReferenceContext(open_request(conn, "RQRD", msg.meta.type))
+
+
+def load_season(conn: Connection, msg: SisMessage, msg_id: int) -> seasons.SeasonContext:
+    key = seasons.season_key(msg)
+    return seasons.SeasonContext(msg_id, season_store.last_message_id(conn, key) if key else None)
+
+
+def _flights(ctx: FlightsContext | FdelContext) -> Mapping[str, FlightState]:
+    return ctx.flights
+
+
+# --- the table -----------------------------------------------------------------------------------
+_FLOP = Route(load_flights(flop_flids), lambda msg, ctx: handle_flop(msg, ctx.flights), _flights)
+_FDEL = Route(load_fdel, lambda msg, ctx: handle_fdel(msg, ctx.flights, ctx.children), _flights)
+_ADFT = Route(load_flights(adft_flids), lambda msg, ctx: handle_adft(msg, ctx.flights), _flights)
+_SNAPSHOT = Route(load_snapshot, snapshot.decide)
+_SEASON = Route(load_season, seasons.decide)
+_REFERENCE = Route(load_reference, reference.decide)
+
+ROUTES: dict[tuple[str, str], Route[Any]] = {
+    ("SCHD", "DNLD"): _SNAPSHOT,
+    ("SCHD", "RESP"): _SNAPSHOT,
+    ("SCHS", "DNLD"): _SEASON,
+    ("SCHS", "RESP"): _SEASON,
+    ("FLOP", "*"): _FLOP,
+    ("FLOP", "FDEL"): _FDEL,
+    ("SCHD", "ADFT"): _ADFT,
+    ("REF", "*"): _REFERENCE,       # the 23 reference types (D17)
+}
+
+
+def route_for(msg: SisMessage) -> Route[Any] | None:
+    for key in ((msg.meta.type, msg.meta.styp), (msg.meta.type, "*"), (msg.kind, "*")):
+        route = ROUTES.get(key)
+        if route is not None:
+            return route
+    return None
+
+
+def decide(conn: Connection, msg: SisMessage, msg_id: int) -> Routed:
+    """Load the route's context under the lock and call its pure decider once; an unknown
+    TYPE/STYP is SKIPPED(unsupported) (D8, INV-30)."""
+    route = route_for(msg)
+    if route is None:
+        return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
+    ctx = route.load(conn, msg, msg_id)
+    return Routed(route.decide(msg, ctx), route.flights(ctx))

@@ -1,0 +1,39 @@
+"""``req_track`` as the message lines see it: the open request a RESP may answer, and its completion.
+
+The request lifecycle itself (register, send, time out) is the tracker's (``msgx_engine.requests``);
+these two statements run inside the answering message's transaction 1 (US-08 AC5).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import Connection, select, update
+
+from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
+from msgx_engine.store.ledger import LedgerConflict
+from msgx_engine.store.outbox import OutboxRow
+from msgx_engine.store.tables import req_track
+
+SENT, DONE = "SENT", "DONE"
+
+
+def open_request(conn: Connection, rtype: str, styp: str | None = None) -> OpenRequest | None:
+    """The newest SENT request of ``rtype`` (RQFD, or RQRD for reference type ``styp``); D16
+    allows one open request per (TYPE, STYP). The RESP handlers judge its DTTM purely."""
+    query = select(req_track.c.req_id, req_track.c.fday, req_track.c.sent_at).where(
+        req_track.c.rtype == rtype, req_track.c.status == SENT)
+    if styp is not None:
+        query = query.where(req_track.c.styp == styp)
+    row = conn.execute(query.order_by(req_track.c.req_id.desc()).limit(1)).first()
+    return OpenRequest(row.req_id, row.fday, row.sent_at) if row else None
+
+
+def complete_request(conn: Connection, plan: RequestCompletion, msg_id: int, now: datetime) -> list[OutboxRow]:
+    """The RESP answers the open request in the same transaction (US-06 AC4, US-08 AC5); a request
+    no longer SENT (closed under us) raises LedgerConflict: the whole transaction rolls back."""
+    done = conn.execute(update(req_track).where(req_track.c.req_id == plan.req_id, req_track.c.status == SENT)
+                        .values(status=DONE, answer_msg_id=msg_id, done_at=now).returning(req_track.c.req_id))
+    if done.first() is None:
+        raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
+    return []
