@@ -61,7 +61,9 @@ def cmd_mailbox(args: argparse.Namespace) -> int:
 # --- pump --------------------------------------------------------------------------------------
 def print_status_table(counts: dict[str, int], reasons: list[tuple[str, str | None, int]] | None = None) -> None:
     print(f"{'status':<12}{'count':>8}")
-    for status in ("SUCCEEDED", "SKIPPED", "DEAD", "FAILED", "PENDING"):
+    from msgx_engine.store.queue import Status
+
+    for status in (Status.SUCCEEDED, Status.SKIPPED, Status.DEAD, Status.FAILED, Status.PENDING):
         print(f"{status:<12}{counts.get(status, 0):>8}")
     if reasons:
         print(f"\n{'status':<12}{'reason':<28}{'count':>8}")
@@ -70,15 +72,10 @@ def print_status_table(counts: dict[str, int], reasons: list[tuple[str, str | No
 
 
 def reason_counts(app) -> list[tuple[str, str | None, int]]:
-    from sqlalchemy import func, select
-
-    from msgx_engine.store.tables import proc_state
+    from msgx_engine.store import queue
 
     with app.engine.connect() as conn:
-        rows = conn.execute(select(proc_state.c.status, proc_state.c.reason, func.count())
-                            .group_by(proc_state.c.status, proc_state.c.reason)
-                            .order_by(proc_state.c.status, proc_state.c.reason)).fetchall()
-    return [(r[0], r[1], int(r[2])) for r in rows]
+        return queue.reason_counts(conn)
 
 
 def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float = 3600.0) -> int:

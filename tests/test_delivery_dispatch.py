@@ -12,11 +12,12 @@ import pytest
 from sqlalchemy import insert, select, text
 
 from msgx_engine.app import App
-from msgx_engine.delivery.dispatcher import DISPATCH_LOCK_KEY, Dispatcher, DispatcherBusy, DispatchOptions
+from msgx_engine.delivery.dispatcher import Dispatcher, DispatcherBusy, DispatchOptions
 from msgx_engine.delivery.runner import build_dispatcher
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.state.serialize import state_json
 from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.locks import DISPATCHER
 from msgx_engine.store.tables import msg_event
 from tests.builders import flop, gtdt
 
@@ -140,4 +141,4 @@ def lock_held(app: App) -> bool:
         return bool(conn.execute(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                                       "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
                                       "AND ((classid::bigint << 32) | objid::bigint) = :k"),
-                                 {"k": DISPATCH_LOCK_KEY}).scalar_one())
+                                 {"k": DISPATCHER}).scalar_one())

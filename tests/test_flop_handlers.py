@@ -18,7 +18,8 @@ from msgx_engine.handlers.codeshare import delete_flights
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
 from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.pump import PumpOptions, try_lock
+from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.pipeline.writer import try_lock
 from msgx_engine.sis.catalogue import FLOP_SUBTYPES
 from msgx_engine.sis.decode import SisRefused, decode
 from msgx_engine.state.model import Clear, FlightState, Replace, Set, freeze_entry

@@ -178,11 +178,11 @@ def test_failed_insert_is_retried_with_the_same_seqn(app, tracker, monkeypatch):
 def test_a_concurrent_sender_steps_aside(app, tracker):
     """One sender at a time: while the advisory lock is held elsewhere, send_pending reports busy
     and inserts nothing (so the recovery lookup never races another sender's insert)."""
-    from msgx_engine.requests.tracker import REQUEST_LOCK_KEY
+    from msgx_engine.store.locks import REQUEST_SENDER
     from msgx_engine.store.session_lock import SessionLock
 
     tracker.register_rqrd("GLST")
-    other = SessionLock(app.engine, REQUEST_LOCK_KEY, "test holder")
+    other = SessionLock(app.engine, REQUEST_SENDER, "test holder")
     other.acquire()
     try:
         assert tracker.send_pending().busy is True

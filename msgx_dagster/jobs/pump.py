@@ -9,6 +9,7 @@ from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery.runner import inline_dispatcher
 from msgx_engine.monitor import backlog
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
+from msgx_engine.store.queue import Status
 
 LONG_LIVED_IDLE_S = 600.0
 
@@ -48,8 +49,8 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         materialize(context, MAILBOX, {"unregistered": left.unregistered, "top_id": left.top_mailbox_id,
                                        "backfill_pending": left.backfill_pending}, observe=True)
         materialize(context, PROC_STATE, {**meta, "open": left.open_messages, "dead_total": left.dead})
-        if summary.processed.get("SUCCEEDED"):
-            materialize(context, FLIGHT_STATE, {"messages_applied": summary.processed["SUCCEEDED"]})
+        if summary.processed.get(Status.SUCCEEDED):
+            materialize(context, FLIGHT_STATE, {"messages_applied": summary.processed[Status.SUCCEEDED]})
             materialize(context, OUTBOX, {"unsent_released_events": left.unsent_events})
     finally:
         app.dispose()

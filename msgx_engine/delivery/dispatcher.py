@@ -26,13 +26,12 @@ from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.db import is_disconnect
 from msgx_engine.delivery.producer import KafkaSink, Record
-from msgx_engine.store import outbox
+from msgx_engine.store import locks, outbox
 from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
 
-DISPATCH_LOCK_KEY = 0x6D736778_0002  # "msgx" + 2; the pump holds 0x6D7367780001
 
 
 class DispatcherBusy(RuntimeError):
@@ -96,7 +95,7 @@ class Dispatcher:
         self.options = options or DispatchOptions()
         self.on_heartbeat = on_heartbeat
         self.should_stop = should_stop or (lambda: False)
-        self.lock = SessionLock(engine, DISPATCH_LOCK_KEY, "msgx dispatcher", DispatcherBusy)
+        self.lock = SessionLock(engine, locks.DISPATCHER, "msgx dispatcher", DispatcherBusy)
         self.conn: Connection | None = None
         self._last_schd_flush = time.monotonic()
 

@@ -28,8 +28,9 @@ from sqlalchemy import Connection, Engine, select
 
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
+from msgx_engine.store import locks, queue
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.tables import WRITER_LOCK_ROW, flight_schd, msg_event, pipeline_lock, proc_state
+from msgx_engine.store.tables import flight_schd, msg_event, pipeline_lock
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +154,7 @@ class Projection:
             _lock_writer(conn)
             expected = {s.flid: state_json(s) for s in FlightRepository(conn).load_all_current()}
             pending = set(conn.execute(select(msg_event.c.flid).distinct().where(
-                msg_event.c.msg_id.in_(select(proc_state.c.msg_id).where(
-                    proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(("PENDING", "FAILED"))))))
+                msg_event.c.msg_id.in_(queue.applied_open_ids())))
                 .scalars())
             actual = self.client.hgetall(self.key)
         missing = {f for f in expected.keys() - actual.keys() if f not in pending}
@@ -167,7 +167,7 @@ class Projection:
 
 def _lock_writer(conn: Connection) -> None:
     """The pipeline writer row lock: no transaction 1 commits while we hold it."""
-    conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == WRITER_LOCK_ROW).with_for_update())
+    conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == locks.WRITER_ROW).with_for_update())
 
 
 def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:

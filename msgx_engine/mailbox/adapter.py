@@ -1,5 +1,9 @@
-"""CMINMSGS/COUTMSGS adapter: autocommit reads, inserts the way the AODB adapter does, and the
-one write msgx makes to a production mailbox: ``CMINMSGS_DATE_PROCESSED`` where it is NULL."""
+"""CMINMSGS/COUTMSGS adapter: every statement msgx runs on the mailbox is here.
+
+Autocommit reads (intake, body prefetch, recovery lookups), inserts the way the AODB adapter
+does (``put``, and the requests msgx sends to COUTMSGS), and the one write msgx makes to a
+production mailbox: ``CMINMSGS_DATE_PROCESSED`` where it is NULL (C-15). The tables are never
+altered (C-14); ``init`` creates them only in a test or demo database."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, func, inspect, select, update
+from sqlalchemy import Engine, case, func, inspect, select, update
 
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.tables import cminmsgs, coutmsgs, mailbox_metadata
@@ -20,10 +24,12 @@ class MailboxError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class InboxRow:
-    msg_id: int
-    body: str
-    received_at: datetime | None
+class Marks:
+    """What one ``mark_where_null`` did to each id."""
+
+    marked: set[int]        # DATE_PROCESSED written now
+    already: set[int]       # someone had marked it: left as it was (C-15)
+    missing: set[int]       # no such row
 
 
 def _now() -> datetime:
@@ -68,14 +74,6 @@ class Mailbox:
     def put_many(self, bodies: Iterable[str]) -> list[int]:
         return [self.put(b) for b in bodies]
 
-    def unprocessed(self, after_id: int, limit: int) -> list[InboxRow]:
-        """Unmarked rows with id > after_id in id order; bounded by primary key (DESIGN §2.1)."""
-        q = (select(cminmsgs.c.CMINMSGS_ID, cminmsgs.c.CMINMSGS_CLOB_MSG, cminmsgs.c.CMINMSGS_DATE_RECEIVED)
-             .where(cminmsgs.c.CMINMSGS_ID > after_id, cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
-             .order_by(cminmsgs.c.CMINMSGS_ID).limit(limit))
-        with self.engine.connect() as conn:
-            return [InboxRow(int(r[0]), r[1], r[2]) for r in conn.execute(q)]
-
     def unprocessed_ids(self, after_id: int, limit: int) -> list[int]:
         q = (select(cminmsgs.c.CMINMSGS_ID)
              .where(cminmsgs.c.CMINMSGS_ID > after_id, cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
@@ -83,32 +81,42 @@ class Mailbox:
         with self.engine.connect() as conn:
             return [int(r[0]) for r in conn.execute(q)]
 
-    def bodies(self, ids: Sequence[int]) -> dict[int, str]:
+    def bodies(self, ids: Sequence[int], *, max_bytes: int | None = None) -> dict[int, str | None]:
+        """Bodies of the rows that exist among ``ids``; with ``max_bytes`` a larger body comes back
+        as None (read it alone with ``body`` when needed), so one prefetch stays bounded."""
         if not ids:
             return {}
-        q = select(cminmsgs.c.CMINMSGS_ID, cminmsgs.c.CMINMSGS_CLOB_MSG).where(cminmsgs.c.CMINMSGS_ID.in_(ids))
+        text = cminmsgs.c.CMINMSGS_CLOB_MSG
+        column = text if max_bytes is None else case((func.length(text) <= max_bytes, text), else_=None)
+        q = select(cminmsgs.c.CMINMSGS_ID, column).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids)))
         with self.engine.connect() as conn:
             return {int(r[0]): r[1] for r in conn.execute(q)}
 
-    def max_id(self) -> int:
+    def body(self, msg_id: int) -> str | None:
         with self.engine.connect() as conn:
-            return int(conn.execute(select(func.coalesce(func.max(cminmsgs.c.CMINMSGS_ID), 0))).scalar_one())
+            return conn.execute(select(cminmsgs.c.CMINMSGS_CLOB_MSG)
+                                .where(cminmsgs.c.CMINMSGS_ID == msg_id)).scalar()
 
-    def mark_processed(self, msg_ids: Sequence[int], when: datetime | None = None) -> set[int]:
-        """Write DATE_PROCESSED only where it is NULL (C-15). Returns the ids this call marked."""
-        if not msg_ids:
-            return set()
-        when = when or _now()
-        marked: set[int] = set()
+    def unmarked(self, ids: Sequence[int]) -> list[int]:
+        """The ids among ``ids`` whose row exists with DATE_PROCESSED still NULL."""
+        q = select(cminmsgs.c.CMINMSGS_ID).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids)),
+                                                 cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
         with self.engine.connect() as conn:
-            for msg_id in msg_ids:
-                res = conn.execute(update(cminmsgs)
-                                   .where(cminmsgs.c.CMINMSGS_ID == msg_id,
-                                          cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
-                                   .values(CMINMSGS_DATE_PROCESSED=when))
-                if res.rowcount:
-                    marked.add(msg_id)
-        return marked
+            return [int(r[0]) for r in conn.execute(q)]
+
+    def mark_where_null(self, ids: Sequence[int], when: datetime) -> Marks:
+        """Write DATE_PROCESSED for ``ids`` only where it is NULL (C-15, INV-7): two statements
+        for the whole batch, not one per row."""
+        mark = cminmsgs.c.CMINMSGS_DATE_PROCESSED
+        with self.engine.connect() as conn:
+            present = {int(r[0]): r[1] for r in conn.execute(
+                select(cminmsgs.c.CMINMSGS_ID, mark).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids))))}
+            unmarked = [i for i, v in present.items() if v is None]
+            if unmarked:
+                conn.execute(update(cminmsgs).where(cminmsgs.c.CMINMSGS_ID.in_(unmarked), mark.is_(None))
+                             .values({mark: when}))
+        marked = set(unmarked)
+        return Marks(marked, set(present) - marked, set(ids) - set(present))
 
     def processed_at(self, msg_ids: Sequence[int]) -> dict[int, datetime | None]:
         q = (select(cminmsgs.c.CMINMSGS_ID, cminmsgs.c.CMINMSGS_DATE_PROCESSED)
@@ -127,6 +135,17 @@ class Mailbox:
             result = conn.execute(coutmsgs.insert().values(
                 COUTMSGS_CLOB_MSG=body, COUTMSGS_DATE_INSERTED=_now(), ROUTINGID=routing_id))
             return int(result.inserted_primary_key[0])
+
+    def find_request(self, routing_id: str, *markers: str) -> int | None:
+        """The newest COUTMSGS row of ``routing_id`` whose body contains every marker (the
+        request tracker's recovery lookup by SEQN and subtype)."""
+        body = coutmsgs.c.COUTMSGS_CLOB_MSG
+        q = (select(coutmsgs.c.COUTMSGS_ID)
+             .where(coutmsgs.c.ROUTINGID == routing_id, *(body.contains(m) for m in markers))
+             .order_by(coutmsgs.c.COUTMSGS_ID.desc()).limit(1))
+        with self.engine.connect() as conn:
+            found = conn.execute(q).scalar()
+        return int(found) if found is not None else None
 
     def dispose(self) -> None:
         self.engine.dispose()

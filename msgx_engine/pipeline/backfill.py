@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import Connection, Engine, func, or_, select, update
+from sqlalchemy import Connection, Engine
 
 from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.pipeline.policy import RetryPolicy
-from msgx_engine.store.tables import backfill_todo
+from msgx_engine.store import queue
+from msgx_engine.store.queue import TodoStatus
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +46,6 @@ class BackfillStats:
         return self.marked + self.already + self.missing
 
 
-def mark_where_null(mailbox: Mailbox, ids: list[int], when: datetime) -> tuple[set[int], set[int], set[int]]:
-    """Mark ``ids`` where DATE_PROCESSED is NULL (C-15, INV-7). Returns (marked, already, missing)."""
-    mark = cminmsgs.c.CMINMSGS_DATE_PROCESSED
-    with mailbox.engine.connect() as mconn:
-        present = {int(r[0]): r[1] for r in mconn.execute(
-            select(cminmsgs.c.CMINMSGS_ID, mark).where(cminmsgs.c.CMINMSGS_ID.in_(ids)))}
-        unmarked = [i for i, v in present.items() if v is None]
-        if unmarked:
-            mconn.execute(update(cminmsgs).where(cminmsgs.c.CMINMSGS_ID.in_(unmarked), mark.is_(None))
-                          .values({mark: when}))
-    marked = set(unmarked)
-    return marked, set(present) - marked, set(ids) - set(present)
-
-
 class Backfill:
     def __init__(self, mailbox: Mailbox, clock: Clock, *, batch: int = 500) -> None:
         self.mailbox = mailbox
@@ -70,37 +56,29 @@ class Backfill:
         """Mark one batch of due todos. A mailbox failure backs the batch off and returns."""
         stats = BackfillStats()
         now = self.clock.now()
-        rows = conn.execute(
-            select(backfill_todo.c.msg_id, backfill_todo.c.attempts)
-            .where(backfill_todo.c.status == "PENDING",
-                   or_(backfill_todo.c.next_attempt_at.is_(None), backfill_todo.c.next_attempt_at <= now))
-            .order_by(backfill_todo.c.msg_id).limit(self.batch).with_for_update(skip_locked=True)).fetchall()
-        if not rows:
+        todos = queue.claim_todos(conn, now, self.batch)
+        if not todos:
             conn.commit()
             return stats
-        ids = [r.msg_id for r in rows]
+        ids = [t.msg_id for t in todos]
         try:
-            marked, already, missing = mark_where_null(self.mailbox, ids, datetime.now().replace(microsecond=0))
+            marks = self.mailbox.mark_where_null(ids, datetime.now().replace(microsecond=0))
         except Exception as exc:  # MySQL down or unreachable: retry later, keep processing
-            attempts = max(r.attempts for r in rows) + 1
-            conn.execute(update(backfill_todo).where(backfill_todo.c.msg_id.in_(ids)).values(
-                attempts=backfill_todo.c.attempts + 1, last_error=f"{type(exc).__name__}: {exc}"[:1000],
-                next_attempt_at=BACKOFF.next_attempt_at(attempts, now)))
+            attempts = max(t.attempts for t in todos) + 1
+            queue.back_off_todos(conn, ids, f"{type(exc).__name__}: {exc}", BACKOFF.next_attempt_at(attempts, now))
             conn.commit()
             log.warning("backfill of %s row(s) failed, retrying later: %s", len(ids), exc.__class__.__name__)
             stats.failed_attempts = len(ids)
             return stats
         faults.reach("inside_backfill")
         done_at = self.clock.now()
-        for status, group, error in (("DONE", marked, None), ("ALREADY", already, None),
-                                     ("FAILED", missing, "mailbox row not found")):
-            if group:
-                conn.execute(update(backfill_todo).where(backfill_todo.c.msg_id.in_(sorted(group))).values(
-                    status=status, done_at=done_at, last_error=error, attempts=backfill_todo.c.attempts + 1))
+        queue.settle_todos(conn, TodoStatus.DONE, sorted(marks.marked), done_at)
+        queue.settle_todos(conn, TodoStatus.ALREADY, sorted(marks.already), done_at)
+        queue.settle_todos(conn, TodoStatus.FAILED, sorted(marks.missing), done_at, "mailbox row not found")
         conn.commit()
-        if missing:
-            log.error("ALERT backfill: mailbox rows %s not found, cannot mark", sorted(missing)[:20])
-        stats.marked, stats.already, stats.missing = len(marked), len(already), len(missing)
+        if marks.missing:
+            log.error("ALERT backfill: mailbox rows %s not found, cannot mark", sorted(marks.missing)[:20])
+        stats.marked, stats.already, stats.missing = len(marks.marked), len(marks.already), len(marks.missing)
         return stats
 
     def drain(self, conn: Connection, *, max_seconds: float | None = None) -> BackfillStats:
@@ -117,10 +95,9 @@ class Backfill:
 
 
 def pending_count(conn: Connection) -> int:
-    n = conn.execute(select(func.count()).select_from(backfill_todo)
-                     .where(backfill_todo.c.status == "PENDING")).scalar_one()
+    n = queue.pending_todos(conn)
     conn.commit()
-    return int(n)
+    return n
 
 
 def run_backfill(engine: Engine, mailbox: Mailbox, clock: Clock, max_seconds: float = 50.0) -> BackfillStats:

@@ -14,20 +14,18 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sqlalchemy import Connection, Engine, func, select
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.protocol import Processor
-from msgx_engine.pipeline.writer import PUMP_LOCK_KEY, LockLost, try_lock
+from msgx_engine.pipeline.protocol import Processor, StepKind
+from msgx_engine.pipeline.writer import LockLost
+from msgx_engine.store import locks, queue
 from msgx_engine.store.session_lock import SessionLock
-from msgx_engine.store.tables import backfill_todo, proc_state
 
 log = logging.getLogger(__name__)
-
-__all__ = ["PUMP_LOCK_KEY", "Pump", "PumpBusy", "PumpOptions", "PumpSummary", "status_counts", "try_lock"]
 
 
 class PumpBusy(RuntimeError):
@@ -68,9 +66,9 @@ class PumpSummary:
 
 
 def status_counts(conn: Connection) -> dict[str, int]:
-    rows = conn.execute(select(proc_state.c.status, func.count()).group_by(proc_state.c.status)).fetchall()
+    counts = queue.status_counts(conn)
     conn.commit()
-    return {r[0]: int(r[1]) for r in rows}
+    return counts
 
 
 class Pump:
@@ -86,8 +84,8 @@ class Pump:
         self.on_heartbeat = on_heartbeat
         self.should_stop = should_stop or (lambda: False)
         self.conn: Connection | None = None
-        self.lock = SessionLock(engine, PUMP_LOCK_KEY, "msgx pump", PumpBusy, refusal=(
-            f"another msgx pump holds the writer lock (pg advisory lock {PUMP_LOCK_KEY}); "
+        self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(
+            f"another msgx pump holds the writer lock (pg advisory lock {locks.PUMP}); "
             "this pump exits without processing"))
 
     # --- lock ---------------------------------------------------------------------------------
@@ -157,8 +155,8 @@ class Pump:
         waiting = False
         for _ in range(self.intake.batch):
             result = self.processor.step(self.conn)
-            if result.kind != "processed":
-                waiting = result.kind.startswith("wait")
+            if result.kind != StepKind.PROCESSED:
+                waiting = result.kind.waiting
                 break
             busy = True
             summary.processed[result.status or "?"] += 1
@@ -170,15 +168,8 @@ class Pump:
 
     def _drained(self) -> bool:
         assert self.conn is not None
-        open_rows = self.conn.execute(select(func.count()).select_from(proc_state)
-                                      .where(proc_state.c.status.in_(("PENDING", "FAILED")))).scalar_one()
-        todo_due = 0
-        if self.options.inline_backfill:
-            todo_due = self.conn.execute(
-                select(func.count()).select_from(backfill_todo).where(
-                    backfill_todo.c.status == "PENDING",
-                    (backfill_todo.c.next_attempt_at.is_(None))
-                    | (backfill_todo.c.next_attempt_at <= self.processor.clock.now()))).scalar_one()
+        open_rows = queue.open_count(self.conn)
+        todo_due = queue.due_todos(self.conn, self.processor.clock.now()) if self.options.inline_backfill else 0
         self.conn.commit()
         return open_rows == 0 and todo_due == 0
 

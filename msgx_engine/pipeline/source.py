@@ -9,14 +9,11 @@ reach the head, so memory stays bounded.
 
 from __future__ import annotations
 
-from sqlalchemy import Connection, case, func, select
+from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.mailbox.tables import cminmsgs
-from msgx_engine.store.tables import proc_state
-
-OPEN = ("PENDING", "FAILED")
+from msgx_engine.store import queue
 
 
 class SourceUnavailable(RuntimeError):
@@ -40,20 +37,12 @@ class BodySource:
         self._bodies.pop(msg_id, None)
 
     def _fill(self, conn: Connection, head_id: int) -> None:
-        ahead = [r[0] for r in conn.execute(
-            select(proc_state.c.msg_id).where(proc_state.c.status.in_(OPEN), proc_state.c.msg_id > head_id)
-            .order_by(proc_state.c.msg_id).limit(self.prefetch - 1))]
+        ahead = queue.open_ids_after(conn, head_id, self.prefetch - 1)
         wanted = [head_id] + [i for i in ahead if i not in self._bodies]
-        size = func.length(cminmsgs.c.CMINMSGS_CLOB_MSG)
-        q = select(cminmsgs.c.CMINMSGS_ID,
-                   case((size <= self.small_bytes, cminmsgs.c.CMINMSGS_CLOB_MSG), else_=None)
-                   ).where(cminmsgs.c.CMINMSGS_ID.in_(wanted))
         try:
-            with self.mailbox.engine.connect() as mconn:
-                rows = {int(r[0]): r[1] for r in mconn.execute(q)}
-                if head_id in rows and rows[head_id] is None:
-                    rows[head_id] = mconn.execute(select(cminmsgs.c.CMINMSGS_CLOB_MSG).where(
-                        cminmsgs.c.CMINMSGS_ID == head_id)).scalar_one()
+            rows = self.mailbox.bodies(wanted, max_bytes=self.small_bytes)
+            if head_id in rows and rows[head_id] is None:
+                rows[head_id] = self.mailbox.body(head_id)
         except SQLAlchemyError as exc:
             raise SourceUnavailable(f"mailbox unreachable: {type(exc).__name__}: {exc}"[:500]) from exc
         if len(self._bodies) > 4 * self.prefetch:

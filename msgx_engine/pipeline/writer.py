@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from sqlalchemy import Connection, false, literal, literal_column, select
 
+from msgx_engine.store.locks import PUMP
 from msgx_engine.store.session_lock import locked_pid, try_lock_session, unlock_session
-
-PUMP_LOCK_KEY = 0x6D736778_0001  # "msgx" + 1
 
 
 class LockLost(RuntimeError):
@@ -24,7 +23,7 @@ class LockLost(RuntimeError):
 
 def writer_pid(conn: Connection) -> int | None:
     """The backend pid that took the writer lock on this connection, if any."""
-    return locked_pid(conn, PUMP_LOCK_KEY)
+    return locked_pid(conn, PUMP)
 
 
 def lock_held(conn: Connection):
@@ -36,11 +35,11 @@ def lock_held(conn: Connection):
 
 
 def try_lock(conn: Connection) -> bool:
-    return try_lock_session(conn, PUMP_LOCK_KEY)
+    return try_lock_session(conn, PUMP)
 
 
 def release_lock(conn: Connection) -> None:
-    unlock_session(conn, PUMP_LOCK_KEY)
+    unlock_session(conn, PUMP)
 
 
 def holds_lock(conn: Connection) -> bool:

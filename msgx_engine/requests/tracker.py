@@ -34,15 +34,14 @@ from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select
 
 from msgx_engine.clock import Clock
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.mailbox.tables import coutmsgs
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import sis_time
+from msgx_engine.store import locks
 from msgx_engine.store.session_lock import LockBusy, SessionLock
 from msgx_engine.store.tables import req_track
 
 log = logging.getLogger(__name__)
 
-REQUEST_LOCK_KEY = 0x6D736778_0005   # "msgx" + 5: the one request sender (pump 1, dispatcher 2)
 TIMEOUT_S: dict[str, float] = {sis.RQFD: 60.0, sis.RQRD: 30.0}
 OPEN = ("REGISTERED", "SENT")
 SCHEDULED_RUN_S = 55.0   # a request_tracking_job run: just under its one-minute schedule
@@ -119,7 +118,7 @@ class RequestTracker:
                   end_text: str | None) -> Registered:
         now = self.clock.now()
         with self.engine.begin() as conn:
-            conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": f"msgx-request:{rtype}:{styp}"})
+            locks.lock_request_registration(conn, rtype, styp)
             expired = conn.execute(
                 update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status.in_(OPEN))
                 .values(status="EXPIRED", done_at=now, detail="superseded by a newer request of the same kind")
@@ -138,7 +137,7 @@ class RequestTracker:
     def send_pending(self, summary: TrackSummary | None = None) -> TrackSummary:
         """Write every sendable REGISTERED request to COUTMSGS and mark it SENT."""
         summary = summary or TrackSummary()
-        lock = SessionLock(self.engine, REQUEST_LOCK_KEY, "msgx request sender")
+        lock = SessionLock(self.engine, locks.REQUEST_SENDER, "msgx request sender")
         try:
             lock.acquire()
         except LockBusy:
@@ -179,14 +178,7 @@ class RequestTracker:
 
     def find_sent(self, rtype: str, styp: str, seqn: int) -> int | None:
         """The newest COUTMSGS row carrying this request's SEQN and subtype (recovery lookup)."""
-        body = coutmsgs.c.COUTMSGS_CLOB_MSG
-        q = (select(coutmsgs.c.COUTMSGS_ID)
-             .where(coutmsgs.c.ROUTINGID == sis.ROUTING[rtype], body.contains(sis.seqn_marker(seqn)),
-                    body.contains(f"<STYP>{styp}</STYP>"))
-             .order_by(coutmsgs.c.COUTMSGS_ID.desc()).limit(1))
-        with self.mailbox.engine.connect() as conn:
-            found = conn.execute(q).scalar()
-        return int(found) if found is not None else None
+        return self.mailbox.find_request(sis.ROUTING[rtype], sis.seqn_marker(seqn), f"<STYP>{styp}</STYP>")
 
     def _mark_sent(self, claim: _Claim, coutmsgs_id: int) -> None:
         now = self.clock.now()

@@ -197,3 +197,8 @@ def unsent_count_upto(conn: Connection, topic: str, limit: int) -> int:
 def dead_count(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(msg_event)
                             .where(msg_event.c.dead_at.is_not(None), msg_event.c.sent_at.is_(None))).scalar_one())
+
+
+def flids_of(conn: Connection, msg_id: int) -> list[str]:
+    """The flights a message's events touched (a resumed message's post-commit step reloads them)."""
+    return [r[0] for r in conn.execute(select(msg_event.c.flid).where(msg_event.c.msg_id == msg_id).distinct())]

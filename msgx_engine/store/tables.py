@@ -25,6 +25,7 @@ from sqlalchemy import (
 
 from msgx_engine.handlers.seasons import SEASON_FLIGHT_SCALARS, SEASON_ROUTE_PARTS
 from msgx_engine.sis.fields import COLLECTIONS, flight_columns
+from msgx_engine.store.status import OPEN, TodoStatus, sql_in
 
 metadata = MetaData()
 
@@ -126,8 +127,7 @@ proc_state = Table(
     Column("late_arrival", Boolean, nullable=False, server_default=text("false")),
     UniqueConstraint("identity_key", name="proc_state_identity_key_key"),
 )
-Index("proc_state_open_idx", proc_state.c.msg_id,
-      postgresql_where=text("status IN ('PENDING','FAILED')"))
+Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
 
 proc_state_hst = Table(
     "proc_state_hst",
@@ -169,7 +169,7 @@ backfill_todo = Table(
     "backfill_todo",
     metadata,
     Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
-    Column("status", Text, nullable=False, server_default=text("'PENDING'")),  # PENDING|DONE|ALREADY|FAILED
+    Column("status", Text, nullable=False, server_default=text(f"'{TodoStatus.PENDING}'")),  # TodoStatus
     Column("attempts", Integer, nullable=False, server_default=text("0")),
     _ts("next_attempt_at"),
     Column("last_error", Text),
@@ -177,7 +177,7 @@ backfill_todo = Table(
     _ts("done_at"),
 )
 Index("backfill_todo_pending_idx", backfill_todo.c.msg_id,
-      postgresql_where=text("status = 'PENDING'"))
+      postgresql_where=text(f"status = '{TodoStatus.PENDING}'"))
 
 intake_state = Table(
     "intake_state",
@@ -228,9 +228,7 @@ ref_master = Table(
     PrimaryKeyConstraint("rtype", "rkey", name="ref_master_pkey"),
 )
 
-WRITER_LOCK_ROW = "FLIGHT_SCHD_WRITER"
-
-# --- snapshot runs and seasonal schedules (issue 5, migration 0002) -------------------------------
+# --- snapshot runs and seasonal schedules (migration 0002) --------------------------------------
 schd_gen_run = Table(
     # One row per accepted SCHD snapshot: what it did, including the flights it left to a later
     # day (D3). The run's metadata lives here so operators can query it; proc_state only has status.

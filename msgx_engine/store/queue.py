@@ -1,0 +1,304 @@
+"""The message queue: ``proc_state`` and its companions, in one place.
+
+``proc_state`` holds one row per registered mailbox message (its ``Status``, attempts, identity
+binding, ``applied_at``), ``proc_state_hst`` its history, ``backfill_todo`` the mailbox marks still
+to write, ``intake_gap`` the holes in the id sequence the head waits for, and ``intake_state`` the
+intake's bookkeeping. Every statement over them is here, built once; nothing else names a status.
+
+The per-message statements of the pump are plain SQL built once and sent with
+``exec_driver_sql`` (no statement construction or compilation per message, DESIGN §6), and the
+guarded status write is one statement that also writes the history, the backfill todo and the
+event release (INV-8). The rest is SQLAlchemy Core: it runs once per batch or scan.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+
+from sqlalchemy import Connection, Select, func, or_, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
+from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state
+
+log = logging.getLogger(__name__)
+
+__all__ = ["OPEN", "TERMINAL", "Status", "TodoStatus", "QueueHead", "Binding"]
+
+_OPEN_SQL = sql_in(OPEN)
+
+
+# --- the queue head (one statement per message) -----------------------------------------------
+@dataclass(frozen=True)
+class QueueHead:
+    """The smallest open message (INV-3) as the head query reads it."""
+
+    msg_id: int
+    attempts: int
+    created_at: datetime
+    next_attempt_at: datetime | None
+    applied_at: datetime | None
+    gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
+    writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
+
+
+_HEAD_COLUMNS = ("msg_id", "attempts", "created_at", "next_attempt_at", "applied_at")
+# The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
+# transaction that applies the head starts here, so the lock costs no extra round trip.
+_HEAD_SQL = (
+    "WITH w AS (SELECT pg_backend_pid() = %(pid)s AS held FROM pipeline_lock WHERE name = %(name)s "
+    "FOR UPDATE) "
+    f"SELECT {', '.join(f'p.{c}' for c in _HEAD_COLUMNS)}, "
+    "(SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
+    "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen, (SELECT held FROM w) AS writer_held "
+    f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} ORDER BY p.msg_id LIMIT 1")
+
+
+def head(conn: Connection, *, pid: int, writer_row: str) -> QueueHead | None:
+    """The queue head, locking the writer row ``writer_row`` of ``pipeline_lock`` (transaction 1
+    starts here); ``pid`` is the backend that took the writer's advisory lock (-1: none)."""
+    row = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row}).first()
+    return QueueHead(*row) if row is not None else None
+
+
+def pass_gaps(conn: Connection, head_id: int, now: datetime) -> int:
+    """Expired gaps below the head are recorded as passed (US-01 AC5)."""
+    return conn.execute(update(intake_gap).where(
+        intake_gap.c.msg_id < head_id, intake_gap.c.passed_at.is_(None),
+        intake_gap.c.arrived_at.is_(None)).values(passed_at=now)).rowcount
+
+
+# --- identity (INV-9) ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Binding:
+    """Another message bound to the same identity."""
+
+    msg_id: int
+    payload_hash: str | None
+
+
+IDENTITY_CONSTRAINT = "proc_state_identity_key_key"
+_IDENTITY_SQL = ("SELECT msg_id, payload_hash FROM proc_state WHERE identity_key = %(identity)s "
+                 "AND msg_id <> %(msg_id)s LIMIT 1")
+
+
+def bound_elsewhere(conn: Connection, identity: str, msg_id: int) -> Binding | None:
+    row = conn.exec_driver_sql(_IDENTITY_SQL, {"identity": identity, "msg_id": msg_id}).first()
+    return Binding(row.msg_id, row.payload_hash) if row is not None else None
+
+
+def identity_taken(exc: BaseException) -> bool:
+    """A guarded write was refused because another row already holds this identity_key."""
+    diag = getattr(getattr(exc, "orig", None), "diag", None)
+    return getattr(diag, "constraint_name", None) == IDENTITY_CONSTRAINT
+
+
+# --- the guarded writes ----------------------------------------------------------------------------
+_APPLIED_SQL = (
+    "UPDATE proc_state SET applied_at = %(now)s, updated_at = %(now)s, identity_key = %(identity)s, "
+    "payload_hash = %(payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
+    f"WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL} AND applied_at IS NULL "
+    "AND pg_backend_pid() = %(pid)s")
+
+
+def mark_applied(conn: Connection, msg_id: int, *, now: datetime, identity: str, payload_hash: str,
+                 msg_type: str, msg_styp: str, pid: int) -> bool:
+    """``applied_at`` and the identity binding, guarded: False when the row is no longer open,
+    was already applied, or this session lost the writer lock."""
+    done = conn.exec_driver_sql(_APPLIED_SQL, {
+        "now": now, "identity": identity, "payload_hash": payload_hash, "msg_type": msg_type,
+        "msg_styp": msg_styp, "msg_id": msg_id, "pid": pid})
+    return done.rowcount == 1
+
+
+@cache
+def _status_sql(columns: tuple[str, ...], terminal: bool) -> str:
+    """The guarded status write for one set of columns (INV-8): the status, its history row and,
+    when terminal, the backfill todo and the event release, all in one statement."""
+    sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
+    parts = [
+        f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL} "
+        "AND pg_backend_pid() = %(pid)s RETURNING msg_id)",
+        "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
+        "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
+        "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
+    if terminal:
+        parts += [
+            "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
+            f"SELECT msg_id, '{TodoStatus.PENDING}', %(now)s::timestamptz FROM u "
+            "ON CONFLICT (msg_id) DO NOTHING)",
+            "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
+            "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
+    return f"WITH {', '.join(parts)} SELECT count(*) FROM u"
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    status: Status
+    reason: str | None = None
+    error_class: str | None = None
+    error_detail: str | None = None
+    attempt: int | None = None
+
+
+def write_status(conn: Connection, msg_id: int, values: dict[str, object], *, terminal: bool,
+                 history: HistoryRow, now: datetime, pid: int) -> bool:
+    """One guarded statement: ``values`` on the row (which must still be open, written by the
+    backend that holds the writer lock), its history row and, when ``terminal``, the backfill
+    todo and the release of the message's outbox events. False when refused."""
+    columns = tuple(sorted(values))
+    params = {f"v_{c}": values[c] for c in columns}
+    params.update({"h_status": str(history.status), "h_reason": history.reason,
+                   "h_error_class": history.error_class, "h_error_detail": history.error_detail,
+                   "h_attempt": history.attempt})
+    params.update(msg_id=msg_id, now=now, pid=pid)
+    return conn.exec_driver_sql(_status_sql(columns, terminal), params).scalar_one() == 1
+
+
+def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now: datetime) -> None:
+    """Record why the head waits without using an attempt (e.g. the mailbox is unreachable)."""
+    conn.execute(update(proc_state).where(proc_state.c.msg_id == msg_id).values(
+        error_class=error_class, error_detail=detail[:2000], updated_at=now))
+
+
+# --- intake (registration and gaps) ----------------------------------------------------------------
+def max_registered(conn: Connection) -> int:
+    return int(conn.execute(select(func.coalesce(func.max(proc_state.c.msg_id), 0))).scalar_one())
+
+
+def open_gaps(conn: Connection, limit: int = 1000) -> list[int]:
+    return [r[0] for r in conn.execute(select(intake_gap.c.msg_id).where(
+        intake_gap.c.arrived_at.is_(None), intake_gap.c.passed_at.is_(None))
+        .order_by(intake_gap.c.msg_id).limit(limit))]
+
+
+def low_water(conn: Connection, max_registered: int) -> int:
+    """Smallest id not yet terminal and marked, minus one; everything below it is finished."""
+    open_min = conn.execute(select(func.min(proc_state.c.msg_id)).where(proc_state.c.status.in_(OPEN))).scalar()
+    todo_min = conn.execute(select(func.min(backfill_todo.c.msg_id))
+                            .where(backfill_todo.c.status == TodoStatus.PENDING)).scalar()
+    lows = [v for v in (open_min, todo_min) if v is not None]
+    return (min(lows) - 1) if lows else max_registered
+
+
+def unregistered(conn: Connection, ids: list[int]) -> list[int]:
+    if not ids:
+        return []
+    known = {r[0] for r in conn.execute(select(proc_state.c.msg_id).where(proc_state.c.msg_id.in_(ids)))}
+    return [i for i in ids if i not in known]
+
+
+@dataclass(frozen=True)
+class Registration:
+    registered: int
+    late: frozenset[int]
+    gaps_recorded: int
+
+
+def register(conn: Connection, new_ids: list[int], max_registered: int, now: datetime,
+             holes: list[int]) -> Registration:
+    """Register ``new_ids`` PENDING once each (INV-2b); ids below the previous top, or filling a
+    gap the head already passed, are late arrivals; ``holes`` become open gaps."""
+    gaps = conn.execute(select(intake_gap.c.msg_id, intake_gap.c.passed_at)
+                        .where(intake_gap.c.msg_id.in_(new_ids), intake_gap.c.arrived_at.is_(None))).fetchall()
+    gap_ids = {g.msg_id for g in gaps}
+    passed = {g.msg_id for g in gaps if g.passed_at is not None}
+    late = {i for i in new_ids if i < max_registered and i not in gap_ids} | passed
+    rows = [{"msg_id": i, "status": Status.PENDING, "created_at": now, "updated_at": now,
+             "late_arrival": i in late} for i in new_ids]
+    conn.execute(pg_insert(proc_state).on_conflict_do_nothing(index_elements=["msg_id"]), rows)
+    if gaps:
+        conn.execute(update(intake_gap).where(intake_gap.c.msg_id.in_(list(gap_ids))).values(arrived_at=now))
+    if holes:
+        conn.execute(pg_insert(intake_gap).on_conflict_do_nothing(index_elements=["msg_id"]),
+                     [{"msg_id": h, "first_seen_at": now} for h in holes])
+    return Registration(len(new_ids), frozenset(late), len(holes))
+
+
+def record_full_scan(conn: Connection, now: datetime) -> None:
+    conn.execute(update(intake_state).where(intake_state.c.name == "cminmsgs").values(last_full_scan_at=now))
+
+
+def open_ids_after(conn: Connection, msg_id: int, limit: int) -> list[int]:
+    """Open message ids after ``msg_id`` in id order (the body prefetch)."""
+    return [r[0] for r in conn.execute(
+        select(proc_state.c.msg_id).where(proc_state.c.status.in_(OPEN), proc_state.c.msg_id > msg_id)
+        .order_by(proc_state.c.msg_id).limit(limit))]
+
+
+# --- backfill todos ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Todo:
+    msg_id: int
+    attempts: int
+
+
+def _due(now: datetime):
+    return (backfill_todo.c.status == TodoStatus.PENDING,
+            or_(backfill_todo.c.next_attempt_at.is_(None), backfill_todo.c.next_attempt_at <= now))
+
+
+def claim_todos(conn: Connection, now: datetime, limit: int) -> list[Todo]:
+    """Due todos in id order, row-locked ``SKIP LOCKED`` (the pump's inline backfill and the
+    backfill job never work on the same rows)."""
+    rows = conn.execute(select(backfill_todo.c.msg_id, backfill_todo.c.attempts).where(*_due(now))
+                        .order_by(backfill_todo.c.msg_id).limit(limit).with_for_update(skip_locked=True))
+    return [Todo(r.msg_id, r.attempts) for r in rows]
+
+
+def back_off_todos(conn: Connection, ids: list[int], error: str, next_attempt_at: datetime) -> None:
+    conn.execute(update(backfill_todo).where(backfill_todo.c.msg_id.in_(ids)).values(
+        attempts=backfill_todo.c.attempts + 1, last_error=error[:1000], next_attempt_at=next_attempt_at))
+
+
+def settle_todos(conn: Connection, status: TodoStatus, ids: list[int], done_at: datetime,
+                 error: str | None = None) -> None:
+    if ids:
+        conn.execute(update(backfill_todo).where(backfill_todo.c.msg_id.in_(sorted(ids))).values(
+            status=status, done_at=done_at, last_error=error, attempts=backfill_todo.c.attempts + 1))
+
+
+def pending_todos(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(backfill_todo)
+                            .where(backfill_todo.c.status == TodoStatus.PENDING)).scalar_one())
+
+
+def due_todos(conn: Connection, now: datetime) -> int:
+    return int(conn.execute(select(func.count()).select_from(backfill_todo).where(*_due(now))).scalar_one())
+
+
+# --- figures (pump, monitor, CLI) ------------------------------------------------------------------------
+def open_count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).select_from(proc_state)
+                            .where(proc_state.c.status.in_(OPEN))).scalar_one())
+
+
+def open_summary(conn: Connection) -> tuple[int, datetime | None]:
+    """How many messages are open, and when the oldest was registered."""
+    count, oldest = conn.execute(select(func.count(), func.min(proc_state.c.created_at))
+                                 .where(proc_state.c.status.in_(OPEN))).one()
+    return int(count), oldest
+
+
+def dead_count(conn: Connection) -> int:
+    return int(conn.execute(select(func.count()).where(proc_state.c.status == Status.DEAD)).scalar_one())
+
+
+def status_counts(conn: Connection) -> dict[str, int]:
+    rows = conn.execute(select(proc_state.c.status, func.count()).group_by(proc_state.c.status)).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def reason_counts(conn: Connection) -> list[tuple[str, str | None, int]]:
+    rows = conn.execute(select(proc_state.c.status, proc_state.c.reason, func.count())
+                        .group_by(proc_state.c.status, proc_state.c.reason)
+                        .order_by(proc_state.c.status, proc_state.c.reason)).fetchall()
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def applied_open_ids() -> Select:
+    """Messages between transaction 1 and 2 (applied, not yet terminal): a subquery."""
+    return select(proc_state.c.msg_id).where(proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(OPEN))

@@ -1,0 +1,38 @@
+"""The status words of the queue tables (``proc_state.status``, ``backfill_todo.status``).
+
+Defined once, below ``store.tables`` (whose partial indexes name them) and ``store.queue`` (which
+owns every statement over these tables and re-exports them); SQL IN-lists are built from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    """``proc_state.status`` (DESIGN §4)."""
+
+    PENDING = "PENDING"
+    FAILED = "FAILED"
+    SUCCEEDED = "SUCCEEDED"
+    SKIPPED = "SKIPPED"
+    DEAD = "DEAD"
+
+
+OPEN: tuple[Status, ...] = (Status.PENDING, Status.FAILED)       # may run; the smallest is the head
+TERMINAL: tuple[Status, ...] = (Status.SUCCEEDED, Status.SKIPPED, Status.DEAD)
+
+
+class TodoStatus(StrEnum):
+    """``backfill_todo.status``: the mailbox mark still to write, or how it ended."""
+
+    PENDING = "PENDING"
+    DONE = "DONE"            # marked by us
+    ALREADY = "ALREADY"      # someone else had marked it (C-15: never overwritten)
+    FAILED = "FAILED"        # the mailbox row is gone
+
+
+def sql_in(values: Iterable[StrEnum]) -> str:
+    """``('A', 'B')`` for a prebuilt SQL string (enum values are fixed words, never input)."""
+    return "(" + ", ".join(f"'{v}'" for v in values) + ")"
