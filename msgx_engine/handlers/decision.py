@@ -45,15 +45,16 @@ class Decision:
     detail: str | None = None
     changes: tuple[FlightChange, ...] = ()
     plans: tuple[Plan, ...] = field(default=())
+    alert: str | None = None                      # an operator must hear of it (logged as ALERT)
 
     @staticmethod
     def dead(reason: str, detail: str) -> Decision:
         return Decision(DEAD, reason=reason, detail=detail)
 
     @staticmethod
-    def skip(reason: str, detail: str | None = None) -> Decision:
-        return Decision(SKIP, reason=reason, detail=detail)
+    def skip(reason: str, detail: str | None = None, *, alert: str | None = None) -> Decision:
+        return Decision(SKIP, reason=reason, detail=detail, alert=alert)
 
     @staticmethod
-    def apply(*changes: FlightChange, plans: tuple[Plan, ...] = ()) -> Decision:
-        return Decision(APPLY, changes=tuple(changes), plans=plans)
+    def apply(*changes: FlightChange, plans: tuple[Plan, ...] = (), alert: str | None = None) -> Decision:
+        return Decision(APPLY, changes=tuple(changes), plans=plans, alert=alert)

@@ -16,13 +16,14 @@ from sqlalchemy import Connection
 
 from msgx_engine.handlers.answers import RequestCompletion
 from msgx_engine.handlers.decision import Plan
+from msgx_engine.handlers.eror import RequestFailure
 from msgx_engine.handlers.reference import RefPlan
 from msgx_engine.handlers.seasons import SeasonPlan
 from msgx_engine.handlers.snapshot import SnapshotPlan
 from msgx_engine.store.ledger import write_snapshot
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.reference import write_reference
-from msgx_engine.store.requests import complete_request
+from msgx_engine.store.requests import complete_request, fail_request
 from msgx_engine.store.seasons import write_season
 
 P = TypeVar("P", bound=Plan)
@@ -40,6 +41,7 @@ WRITERS: dict[type[Plan], PlanWriter] = dict([
     _entry(RefPlan, write_reference),
     _entry(SeasonPlan, write_season),
     _entry(RequestCompletion, complete_request),
+    _entry(RequestFailure, fail_request),
 ])
 
 

@@ -251,7 +251,10 @@ class Processor:
         if not head.writer_held:
             conn.rollback()
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
-        return routing.decide(conn, msg, head.msg_id)
+        routed = routing.decide(conn, msg, head.msg_id)
+        if routed.decision.alert:
+            log.error("ALERT mailbox id %s %s: %s", head.msg_id, msg.meta.type_styp, routed.decision.alert)
+        return routed
 
     def write_state(self, conn: Connection, head: QueueHead, msg: SisMessage,
                     routed: routing.Routed, now: datetime) -> list[FlightState]:

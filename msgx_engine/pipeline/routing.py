@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 
-from msgx_engine.handlers import reference, seasons, snapshot
+from msgx_engine.handlers import eror, reference, seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
 from msgx_engine.handlers.changes import FdelContext, FlightsContext
 from msgx_engine.handlers.decision import Decision
@@ -28,7 +28,7 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
 from msgx_engine.store import seasons as season_store
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.requests import open_request
+from msgx_engine.store.requests import inflight_requests, open_request
 
 C = TypeVar("C")
 
@@ -97,6 +97,11 @@ def load_season(conn: Connection, msg: SisMessage, msg_id: int) -> seasons.Seaso
     return seasons.SeasonContext(msg_id, season_store.last_message_id(conn, key) if key else None)
 
 
+def load_eror(conn: Connection, msg: SisMessage, msg_id: int) -> eror.ErorContext:
+    """The requests in flight an EROR may answer (C-24, D28)."""
+    return eror.ErorContext(inflight_requests(conn))
+
+
 def _flights(ctx: FlightsContext | FdelContext) -> Mapping[str, FlightState]:
     return ctx.flights
 
@@ -108,6 +113,7 @@ _ADFT = Route(load_flights(adft_flids), lambda msg, ctx: handle_adft(msg, ctx.fl
 _SNAPSHOT = Route(load_snapshot, snapshot.decide)
 _SEASON = Route(load_season, seasons.decide)
 _REFERENCE = Route(load_reference, reference.decide)
+_EROR = Route(load_eror, eror.decide)
 
 ROUTES: dict[tuple[str, str], Route[Any]] = {
     ("SCHD", "DNLD"): _SNAPSHOT,
@@ -118,6 +124,7 @@ ROUTES: dict[tuple[str, str], Route[Any]] = {
     ("FLOP", "FDEL"): _FDEL,
     ("SCHD", "ADFT"): _ADFT,
     ("REF", "*"): _REFERENCE,       # the 23 reference types (D17)
+    ("EROR", "*"): _EROR,           # a request of ours failed (D28)
 }
 
 

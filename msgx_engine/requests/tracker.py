@@ -1,4 +1,4 @@
-"""``req_track`` lifecycle (D16; US-08 AC2/AC3; C-24): REGISTERED -> SENT -> DONE/TIMEOUT/EXPIRED.
+"""``req_track`` lifecycle (D16; US-08 AC2/AC3; C-24): REGISTERED -> SENT -> DONE/FAILED/TIMEOUT/EXPIRED.
 
 Why the steps are split the way they are:
 
@@ -16,7 +16,8 @@ Why the steps are split the way they are:
   or EXPIRED by a newer registration of its kind), nothing waits forever (AC3).
 - ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
   to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
-  SCHD RESP; the reference line for RQRD RESP), in its own transaction (US-08 AC5).
+  SCHD RESP; the reference line for RQRD RESP), FAILED by the EROR line (``handlers.eror``),
+  each in its message's own transaction (US-08 AC5).
 
 All time comes from the injected clock; "sent" means the COUTMSGS insert was confirmed, never
 that the AODB received it (C-24, CLM-8).

@@ -1,7 +1,8 @@
-"""``req_track`` as the message lines see it: the open request a RESP may answer, and its completion.
+"""``req_track`` as the message lines see it: the open request a RESP may answer and its
+completion, the requests in flight an EROR may answer and their failure.
 
 The request lifecycle itself (register, send, time out) is the tracker's (``msgx_engine.requests``);
-these two statements run inside the answering message's transaction 1 (US-08 AC5).
+these statements run inside the answering message's transaction 1 (US-08 AC5).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from datetime import datetime
 from sqlalchemy import Connection, select, update
 
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
+from msgx_engine.handlers.eror import InFlight, RequestFailure
 from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.tables import req_track
 
-SENT, DONE = "SENT", "DONE"
+SENT, DONE, FAILED = "SENT", "DONE", "FAILED"
 
 
 def open_request(conn: Connection, rtype: str, styp: str | None = None) -> OpenRequest | None:
@@ -34,6 +36,24 @@ def complete_request(conn: Connection, plan: RequestCompletion, msg_id: int, now
     no longer SENT (closed under us) raises LedgerConflict: the whole transaction rolls back."""
     done = conn.execute(update(req_track).where(req_track.c.req_id == plan.req_id, req_track.c.status == SENT)
                         .values(status=DONE, answer_msg_id=msg_id, done_at=now).returning(req_track.c.req_id))
+    if done.first() is None:
+        raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
+    return []
+
+
+def inflight_requests(conn: Connection) -> tuple[InFlight, ...]:
+    """Every SENT request, oldest first (C-24: at most one per request type)."""
+    c = req_track.c
+    rows = conn.execute(select(c.req_id, c.rtype, c.styp, c.seqn).where(c.status == SENT).order_by(c.req_id))
+    return tuple(InFlight(r.req_id, r.rtype, r.styp, r.seqn) for r in rows)
+
+
+def fail_request(conn: Connection, plan: RequestFailure, msg_id: int, now: datetime) -> list[OutboxRow]:
+    """The EROR fails the request it answers (C-24, D28): FAILED frees the type's slot for the next
+    REGISTERED request. A request no longer SENT raises LedgerConflict (rolled back and retried)."""
+    done = conn.execute(update(req_track).where(req_track.c.req_id == plan.req_id, req_track.c.status == SENT)
+                        .values(status=FAILED, answer_msg_id=msg_id, done_at=now, detail=plan.error)
+                        .returning(req_track.c.req_id))
     if done.first() is None:
         raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
     return []
