@@ -6,6 +6,9 @@ default is used. Nothing else in msgx_dagster decides which servers to talk to.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import dagster as dg
 
 from msgx_engine.app import App
@@ -13,13 +16,19 @@ from msgx_engine.config import Settings
 
 
 class MsgxResource(dg.ConfigurableResource):
-    """Builds an engine App per use; the App owns connection pools, disposed by the caller."""
+    """Hands out an engine App for the length of a ``with`` block; the App's connection pools
+    are disposed when the block ends, whatever happens inside it."""
 
     def settings(self) -> Settings:
         return Settings.from_env()
 
-    def app(self) -> App:
-        return App.from_settings(self.settings())
+    @contextmanager
+    def open_app(self) -> Iterator[App]:
+        app = App.from_settings(self.settings())
+        try:
+            yield app
+        finally:
+            app.dispose()
 
 
 def resources_for_env() -> dict[str, object]:

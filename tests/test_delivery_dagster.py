@@ -12,9 +12,10 @@ import pytest
 from sqlalchemy import select
 
 from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX, PROJECTION
+from msgx_dagster.checks import projection_drift_check
 from msgx_dagster.definitions import defs
 from msgx_dagster.jobs.dispatch import dispatch_job
-from msgx_dagster.jobs.projection import projection_drift_check, projection_rebuild_job
+from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.app import App
 from msgx_engine.clock import SystemClock

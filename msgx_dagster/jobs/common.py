@@ -1,6 +1,5 @@
 """Helpers shared by the op jobs: the singleton tag and per-batch asset events."""
 
-
 from collections.abc import Mapping
 
 import dagster as dg
@@ -16,10 +15,3 @@ def materialize(context: dg.OpExecutionContext, key: dg.AssetKey, metadata: Mapp
     """One asset event per batch/heartbeat, never per message (each costs 5-12 ms of storage)."""
     event_cls = dg.AssetObservation if observe else dg.AssetMaterialization
     context.log_event(event_cls(asset_key=key, metadata=dict(metadata)))
-
-
-def every_minute(job: dg.JobDefinition) -> dg.ScheduleDefinition:
-    """Cron is minute-granular: jobs that must act every few seconds loop inside one run for just
-    under a minute, started by this schedule (DESIGN §5); on by default."""
-    return dg.ScheduleDefinition(job=job, cron_schedule="* * * * *",
-                                 default_status=dg.DefaultScheduleStatus.RUNNING)

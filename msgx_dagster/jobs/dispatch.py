@@ -1,4 +1,4 @@
-"""dispatch_job: the Kafka dispatcher for just under a minute, scheduled every minute (US-07).
+"""dispatch_job: the Kafka dispatcher for just under a minute (run config), scheduled every minute (US-07).
 
 Run concurrency one (``singleton: dispatch``) plus the dispatcher's PostgreSQL advisory lock: when
 another dispatcher holds it (the pump's inline one, or a manual ``msgx dispatch``) the run skips.
@@ -10,15 +10,15 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX
-from msgx_dagster.jobs.common import every_minute, materialize, singleton
+from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery.dispatcher import DispatcherBusy, DispatchOptions, DispatchSummary
-from msgx_engine.delivery.runner import NOT_CONFIGURED, SCHEDULED_RUN_S, build_dispatcher
+from msgx_engine.delivery.runner import NOT_CONFIGURED, build_dispatcher
 from msgx_engine.store import outbox
 
 
 class DispatchConfig(dg.Config):
-    run_for_s: float = SCHEDULED_RUN_S   # 0 = drain what is due, then exit
+    run_for_s: float = 55.0   # just under the one-minute schedule; 0 = drain what is due, then exit
     poll_s: float = 0.1
     heartbeat_s: float = 15.0
 
@@ -34,8 +34,7 @@ def outbox_figures(engine) -> dict[str, float | int]:
 
 @dg.op(description="Send released outbox events to Kafka msg/schd for just under a minute.")
 def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: MsgxResource) -> None:
-    app = msgx.app()
-    try:
+    with msgx.open_app() as app:
         if not app.settings.kafka_bootstrap:
             context.log.info(f"dispatch: {NOT_CONFIGURED}")
             return
@@ -61,26 +60,9 @@ def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: Ms
             return
         report(summary)
         context.log.info(f"dispatch finished: {summary.as_metadata()}")
-    finally:
-        app.dispose()
 
 
 @dg.job(tags=singleton("dispatch"), executor_def=dg.in_process_executor,
         description="Deliver released outbox events to Kafka (msg per change, schd latest state per FLID).")
 def dispatch_job() -> None:
     dispatch_op()
-
-
-dispatch_schedule = every_minute(dispatch_job)
-
-
-@dg.asset_check(asset=OUTBOX, description="No dead outbox events; the oldest unsent released event is young.")
-def outbox_delivery_check(msgx: MsgxResource) -> dg.AssetCheckResult:
-    app = msgx.app()
-    try:
-        figures = outbox_figures(app.engine)
-    finally:
-        app.dispose()
-    ok = figures["dead_events"] == 0 and figures["oldest_unsent_age_s"] < 120
-    return dg.AssetCheckResult(passed=bool(ok), severity=dg.AssetCheckSeverity.WARN,
-                               metadata={**figures, "kafka_configured": bool(app.settings.kafka_bootstrap)})

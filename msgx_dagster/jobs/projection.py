@@ -1,4 +1,4 @@
-"""projection_rebuild_job and the drift check for the Redis projection flightInfo (D10, INV-24)."""
+"""projection_rebuild_job: rebuild the Redis projection flightInfo from PostgreSQL (D10, INV-24)."""
 
 import dagster as dg
 
@@ -12,8 +12,7 @@ NOT_CONFIGURED = "MSGX_REDIS_URL is not configured: no Redis projection"
 
 @dg.op(description="Replace the Redis projection with PostgreSQL's current flights (under the writer lock).")
 def projection_rebuild_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
-    app = msgx.app()
-    try:
+    with msgx.open_app() as app:
         if not app.settings.redis_url:
             context.log.info(NOT_CONFIGURED)
             return
@@ -22,29 +21,10 @@ def projection_rebuild_op(context: dg.OpExecutionContext, msgx: MsgxResource) ->
             flights = Projection(client).rebuild(app.engine)
         finally:
             client.close()
-        materialize(context, PROJECTION, {"flights": flights, "rebuilt": True})
-    finally:
-        app.dispose()
+    materialize(context, PROJECTION, {"flights": flights, "rebuilt": True})
 
 
 @dg.job(tags=singleton("projection"), executor_def=dg.in_process_executor,
         description="Rebuild the Redis hash flightInfo from PostgreSQL (after a Redis loss or drift).")
 def projection_rebuild_job() -> None:
     projection_rebuild_op()
-
-
-@dg.asset_check(asset=PROJECTION, description="Redis flightInfo equals PostgreSQL's current flights "
-                "(count and a sample of differing FLIDs).")
-def projection_drift_check(msgx: MsgxResource) -> dg.AssetCheckResult:
-    app = msgx.app()
-    try:
-        if not app.settings.redis_url:
-            return dg.AssetCheckResult(passed=True, metadata={"configured": False, "note": NOT_CONFIGURED})
-        client = connect(app.settings.redis_url)
-        try:
-            drift = Projection(client).drift(app.engine)
-        finally:
-            client.close()
-    finally:
-        app.dispose()
-    return dg.AssetCheckResult(passed=drift.total == 0, metadata={"configured": True, **drift.as_metadata()})

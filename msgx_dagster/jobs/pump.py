@@ -19,13 +19,12 @@ class PumpConfig(dg.Config):
     idle_poll_s: float = 0.2
     max_runtime_s: float = 1800.0
     heartbeat_s: float = 15.0
-    inline_dispatch: bool = True     # long-lived runs also deliver to Kafka from a thread (issue 6)
+    inline_dispatch: bool = True     # long-lived runs also deliver to Kafka from a thread
 
 
 @dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
 def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResource) -> None:
-    app = msgx.app()
-    try:
+    with msgx.open_app() as app:
         app.check_ready()
         reported = {"n": 0}
 
@@ -52,8 +51,6 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         if summary.processed.get(Status.SUCCEEDED):
             materialize(context, FLIGHT_STATE, {"messages_applied": summary.processed[Status.SUCCEEDED]})
             materialize(context, OUTBOX, {"unsent_released_events": left.unsent_events})
-    finally:
-        app.dispose()
 
 
 @dg.job(tags=singleton("pump"), executor_def=dg.in_process_executor,

@@ -1,6 +1,6 @@
-"""Request tracking under Dagster (US-08, D16, C-24).
+"""Request tracking under Dagster (US-08, D16, C-24); the schedules are in ``schedules.py``.
 
-- ``request_tracking_job``: every minute, just under a minute of tracking rounds one second
+- ``request_tracking_job``: every minute, just under a minute (run config) of tracking rounds one second
   apart (send REGISTERED requests to COUTMSGS, time out overdue SENT ones). ``singleton:
   requests`` keeps runs apart; the tracker's own advisory lock keeps it apart from a manual
   ``msgx request track`` too. One COUTMSGS asset event per round that sent something.
@@ -16,22 +16,21 @@ from datetime import datetime, time, timedelta
 import dagster as dg
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
-from msgx_dagster.jobs.common import every_minute, materialize, singleton
+from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.requests.tracker import SCHEDULED_RUN_S, Registered, RequestTracker, TrackSummary, track_for
+from msgx_engine.requests.tracker import Registered, RequestTracker, TrackSummary, track_for
 from msgx_engine.sis.requests import RQRD_TYPES
 from msgx_engine.sis.times import local
 
 
 class RequestTrackingConfig(dg.Config):
-    run_for_s: float = SCHEDULED_RUN_S   # 0 = one round, then exit
+    run_for_s: float = 55.0   # just under the one-minute schedule; 0 = one round, then exit
     poll_s: float = 1.0
 
 
 @dg.op(description="Send registered AODB requests to COUTMSGS and time out unanswered ones, for just under a minute.")
 def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingConfig, msgx: MsgxResource) -> None:
-    app = msgx.app()
-    try:
+    with msgx.open_app() as app:
         tracker = RequestTracker(app.engine, app.mailbox, app.clock)
 
         def report(summary: TrackSummary) -> None:
@@ -42,9 +41,7 @@ def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingC
                 context.log.warning(f"request(s) timed out without an answer: {summary.timed_out}")
 
         total = track_for(tracker, config.run_for_s, config.poll_s, on_round=report)
-        context.log.info(f"request tracking finished: {total.as_json()}")
-    finally:
-        app.dispose()
+    context.log.info(f"request tracking finished: {total.as_json()}")
 
 
 @dg.job(tags=singleton("requests"), executor_def=dg.in_process_executor,
@@ -53,21 +50,15 @@ def request_tracking_job() -> None:
     request_tracking_op()
 
 
-request_tracking_schedule = every_minute(request_tracking_job)
-
-
 def registering_job(name: str, description: str,
                     register: Callable[[RequestTracker, datetime], list[Registered]]) -> dg.JobDefinition:
     """A job whose one op registers requests (never sends them: request_tracking_job does)."""
 
     @dg.op(name=f"{name}_op", description=description)
     def register_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
-        app = msgx.app()
-        try:
+        with msgx.open_app() as app:
             done = register(RequestTracker(app.engine, app.mailbox, app.clock), app.clock.now())
-            context.log.info(f"registered {len(done)} request(s): {[r.as_json() for r in done]}")
-        finally:
-            app.dispose()
+        context.log.info(f"registered {len(done)} request(s): {[r.as_json() for r in done]}")
 
     @dg.job(name=name, tags=singleton("requests-register"), executor_def=dg.in_process_executor,
             description=f"{description} request_tracking_job sends it.")
@@ -91,12 +82,5 @@ snapshot_request_job = registering_job("snapshot_request_job", "Register tomorro
                                        rqfd_for_tomorrow)
 reference_refresh_job = registering_job("reference_refresh_job",
                                         "Register a reference-data request (RQRD) per type.", rqrd_for_every_type)
-snapshot_request_schedule = dg.ScheduleDefinition(job=snapshot_request_job, cron_schedule="0 22 * * *",
-                                                  execution_timezone="Asia/Shanghai",
-                                                  default_status=dg.DefaultScheduleStatus.RUNNING)
-reference_refresh_schedule = dg.ScheduleDefinition(job=reference_refresh_job, cron_schedule="30 3 * * *",
-                                                   execution_timezone="Asia/Shanghai",
-                                                   default_status=dg.DefaultScheduleStatus.STOPPED)
 
 JOBS = [request_tracking_job, snapshot_request_job, reference_refresh_job]
-SCHEDULES = [request_tracking_schedule, snapshot_request_schedule, reference_refresh_schedule]

@@ -22,11 +22,8 @@ def active_pump_runs(instance: dg.DagsterInstance) -> int:
 def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
     if active_pump_runs(context.instance):
         return dg.SkipReason("a pump run is already queued or running")
-    app = msgx.app()
-    try:
+    with msgx.open_app() as app:
         work = backlog(app.engine, app.mailbox, probe_limit=1)
-    finally:
-        app.dispose()
     if not work.processable:
         return dg.SkipReason("no processable mailbox rows, open messages or pending marks")
     serial = int(context.cursor or 0) + 1
