@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import statistics
@@ -42,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pump import TAG, drop, mysql_db, pg_db  # noqa: E402
 from builders import gtdt  # noqa: E402
 
+from msgx_engine.demo.instance import RUN_LIMITS  # noqa: E402
 from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
 
 KAFKA = os.environ.get("MSGX_TEST_KAFKA", "127.0.0.1:9092")
@@ -131,7 +131,7 @@ def main() -> int:
         else:
             home = work / "dagster_home"
             home.mkdir()
-            shutil.copy(REPO / "msgx_dagster" / "dagster.yaml", home / "dagster.yaml")
+            (home / "dagster.yaml").write_text(RUN_LIMITS, "utf-8")     # SQLite storage, the run limits
             procs.append(start([str(BIN / "dagster"), "dev", "-m", "msgx_dagster.definitions", "-p", str(free_port())],
                                {**env, "DAGSTER_HOME": str(home)}, work / "dagster.log"))
         warm = mailbox.put(gtdt("WARM", (1, "W1")))

@@ -4,10 +4,12 @@ from collections.abc import Mapping
 
 import dagster as dg
 
+from msgx_dagster.run_limits import SINGLETON_TAG
+
 
 def singleton(name: str) -> dict[str, str]:
     """Run tag limited to one run per value by the instance's tag_concurrency_limits (dagster.yaml)."""
-    return {"singleton": name}
+    return {SINGLETON_TAG: name}
 
 
 def materialize(context: dg.OpExecutionContext, key: dg.AssetKey, metadata: Mapping[str, object],

@@ -6,6 +6,7 @@ import dagster as dg
 from msgx_dagster.assets.specs import FLIGHT_STATE, MAILBOX, OUTBOX, PROC_STATE
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
+from msgx_dagster.run_limits import warn_without_singleton_limit
 from msgx_engine.delivery.runner import inline_dispatcher
 from msgx_engine.monitor import backlog
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
@@ -24,6 +25,7 @@ class PumpConfig(dg.Config):
 
 @dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
 def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResource) -> None:
+    warn_without_singleton_limit(context)
     with msgx.open_app() as app:
         app.check_ready()
         reported = {"n": 0}
