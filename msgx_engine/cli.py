@@ -6,10 +6,7 @@ import argparse
 import json
 import logging
 import os
-import shutil
-import subprocess
 import sys
-from importlib import resources
 from pathlib import Path
 
 from msgx_engine.config import ConfigError, Settings
@@ -185,52 +182,12 @@ def cmd_request(args: argparse.Namespace) -> int:
 
 
 # --- demo --------------------------------------------------------------------------------------
-def demo_messages() -> list[str]:
-    folder = resources.files("msgx_engine").joinpath("demo")
-    return [folder.joinpath(n).read_text("utf-8") for n in sorted(p.name for p in folder.iterdir())
-            if n.endswith(".xml")]
-
-
-def dagster_home(settings: Settings) -> Path:
-    home = settings.home / "dagster"
-    home.mkdir(parents=True, exist_ok=True)
-    src = resources.files("msgx_dagster").joinpath("dagster.yaml")
-    (home / "dagster.yaml").write_text(src.read_text("utf-8"), "utf-8")
-    return home
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
-    from msgx_engine.app import App
-    from msgx_engine.store import migrate
+    from msgx_engine.demo.run import run_demo, stop_embedded
 
     if args.stop:
-        from msgx_engine.embedded import stop
-
-        stop(Settings.from_env().home)
-        print("demo: embedded PostgreSQL stopped")
-        return 0
-    settings = _settings()
-    app = App.from_settings(settings)
-    migrate.upgrade(app.engine)
-    try:
-        app.mailbox.init()
-    except Exception as exc:  # noqa: BLE001 - reported, the demo mailbox may already exist
-        print(f"mailbox: {exc}")
-    ids = app.mailbox.put_many(demo_messages())
-    print(f"demo: state in {app.engine.url.render_as_string(hide_password=True)}")
-    print(f"demo: loaded {len(ids)} GTDT message(s) into the demo mailbox (ids {ids[0]}..{ids[-1]})")
-    if args.headless:
-        rc = run_pump(app, drain=True)
-        print("\nflights now: run `msgx flights`")
-        return rc
-    home = dagster_home(settings)
-    env = dict(os.environ, DAGSTER_HOME=str(home), MSGX_HOME=str(settings.home))
-    exe = shutil.which("dagster") or str(Path(sys.executable).with_name("dagster"))
-    print(f"demo: starting Dagster on http://127.0.0.1:{args.port} (DAGSTER_HOME={home})")
-    print("demo: the inbox sensor is on; open Runs to watch pump_job drain the mailbox, "
-          "Assets > Lineage for the graph. Ctrl-C stops.")
-    return subprocess.call([exe, "dev", "-m", "msgx_dagster.definitions", "-h", "127.0.0.1",
-                            "-p", str(args.port)], env=env)
+        return stop_embedded(Settings.from_env().home)
+    return run_demo(Settings.from_env(), headless=args.headless, port=args.port, seed=args.seed)
 
 
 # --- entry ------------------------------------------------------------------------------------
@@ -242,6 +199,7 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--headless", action="store_true", help="run the pump once, print a summary and exit")
     demo.add_argument("--port", type=int, default=3000)
     demo.add_argument("--stop", action="store_true", help="stop the embedded PostgreSQL server and exit")
+    demo.add_argument("--seed", type=int, help="seed of the generated day (same seed, same messages and counts)")
     demo.set_defaults(func=cmd_demo)
 
     db = sub.add_parser("db", help="state database schema")

@@ -56,29 +56,3 @@ def test_startup_refuses_half_a_configuration(tmp_path):
     proc = subprocess.run([str(BIN / "msgx"), "pump", "--drain"], env=env, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "MSGX_DB_URL is not set" in proc.stderr
-
-
-@pytest.mark.slow
-def test_demo_headless_runs_on_the_embedded_default(tmp_path):
-    """README command 1 (headless form): embedded PostgreSQL under MSGX_HOME, demo GTDT messages,
-    one pump run, a per-status table; every demo message succeeds."""
-    from msgx_engine.embedded import stop
-
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
-    home = Path("/tmp") / f"msgx-demo-{os.getpid()}"   # short path: the server's unix socket lives here
-    env["MSGX_HOME"] = str(home)
-    try:
-        proc = subprocess.run([str(BIN / "msgx"), "demo", "--headless"], env=env, capture_output=True,
-                              text=True, timeout=300, cwd=tmp_path)
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert "loaded 6 GTDT message(s)" in proc.stdout
-        table = proc.stdout.split("status", 1)[1].split("\n\n", 1)[0]
-        lines = {p[0]: p[1] for p in (line.split() for line in table.splitlines()) if len(p) == 2}
-        assert lines["SUCCEEDED"] == "6" and lines["DEAD"] == "0" and lines["PENDING"] == "0"
-        flights = subprocess.run([str(BIN / "msgx"), "flights"], env=env, capture_output=True, text=True,
-                                 timeout=120)
-        assert flights.returncode == 0 and '"FLID": "121112312"' in flights.stdout
-    finally:
-        if (home / "pgdata" / "PG_VERSION").exists():
-            stop(home)
-        subprocess.run(["rm", "-rf", str(home)], check=False)

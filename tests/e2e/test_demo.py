@@ -1,0 +1,128 @@
+"""`msgx demo --headless` end to end (README command 1): the embedded PostgreSQL, the demo day,
+pump_job executed THROUGH Dagster against the demo's instance (PostgreSQL run storage), the
+summary, `dagster run list`, `msgx flights`. One demo run per module; each test reads what it left.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, select
+
+from msgx_engine import embedded
+from msgx_engine.demo.day import DemoDay, demo_day
+from msgx_engine.store.tables import proc_state
+
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class HeadlessRun:
+    home: Path
+    env: dict[str, str]
+    proc: subprocess.CompletedProcess
+    day: DemoDay
+
+
+def demo_env(home: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MSGX_", "DAGSTER_"))}
+    env["MSGX_HOME"] = str(home)
+    return env
+
+
+@pytest.fixture(scope="module")
+def headless() -> Iterator[HeadlessRun]:
+    home = Path(tempfile.mkdtemp(prefix="msgx-demo-"))   # short: the server's unix socket lives here
+    env = demo_env(home)
+    try:
+        proc = subprocess.run([str(BIN / "msgx"), "demo", "--headless"], env=env, capture_output=True, text=True,
+                              timeout=600, cwd=home)
+        found = re.search(r"demo day (\d{4}-\d\d-\d\d) \(seed (\d+)\)", proc.stdout)
+        assert proc.returncode == 0 and found, proc.stdout[-4000:] + proc.stderr[-4000:]
+        yield HeadlessRun(home, env, proc, demo_day(date.fromisoformat(found[1]), int(found[2])))
+    finally:
+        embedded.stop(home)
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+
+
+def test_every_message_ends_with_the_verdict_the_day_promises(headless):
+    """US-03 AC1/AC2, INV-30, US-04, INV-9: every demo message is terminal, each with exactly the
+    (status, reason) the generator promised for it, in mailbox order (the good ones SUCCEEDED, the
+    deliberate ones DEAD(malformed) / SKIPPED(duplicate, identity_conflict, ignored, unsupported))."""
+    server = embedded.start(headless.home)
+    engine = create_engine(server.url(embedded.STATE_DB))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(proc_state.c.msg_id, proc_state.c.status, proc_state.c.reason)
+                                .order_by(proc_state.c.msg_id)).fetchall()
+    finally:
+        engine.dispose()
+    assert [r.msg_id for r in rows] == list(range(1, len(headless.day.messages) + 1))
+    got = [(r.status, r.reason) for r in rows]
+    wrong = [(i + 1, m.kind, m.expect, g) for i, (m, g) in enumerate(zip(headless.day.messages, got, strict=True))
+             if m.expect != g]
+    assert wrong == []
+
+
+def test_the_summary_prints_counts_time_and_three_flights(headless):
+    """The headless summary: a TYPE/STYP x status table whose totals are the promised counts, the
+    reasons, the time taken, three example flights, and the promise kept."""
+    out = headless.proc.stdout
+    promised = headless.day.expected_statuses()
+    total = next(line for line in out.splitlines() if line.startswith("total"))
+    assert total.split()[1:4] == [str(promised["SUCCEEDED"]), str(promised["SKIPPED"]), str(promised["DEAD"])]
+    assert re.search(r"pump_job through Dagster: \d+\.\d s wall clock", out)
+    assert "FLOP/GTDT" in out and "SCHD/DNLD" in out and "ABDG/DNLD" in out
+    assert "SKIPPED   duplicate" in out and "DEAD      malformed" in out
+    for flid in headless.day.examples:
+        assert f"FLID {flid}" in out
+    assert "DIVERTED to" in out and "code-share" in out
+    assert "every message reached the verdict the demo day promises" in out
+
+
+def test_the_run_is_in_the_postgres_run_storage(headless):
+    """DESIGN §4/§5: the demo's instance keeps runs in PostgreSQL (dagster-postgres) with the
+    singleton limit; `dagster run list` on that DAGSTER_HOME shows the headless pump_job run."""
+    import dagster as dg
+    from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage, PostgresScheduleStorage
+
+    from msgx_dagster.run_limits import limits_singleton
+
+    home = headless.home / "dagster"
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert isinstance(instance.run_storage, PostgresRunStorage)
+        assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
+        assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
+        assert limits_singleton(instance, {"singleton": "pump"})
+        runs = instance.get_runs(dg.RunsFilter(job_name="pump_job", tags={"msgx/demo": "headless"}))
+        assert len(runs) == 1 and runs[0].status == dg.DagsterRunStatus.SUCCESS
+        run_id = runs[0].run_id
+    listed = subprocess.run([str(BIN / "dagster"), "run", "list"], env={**headless.env, "DAGSTER_HOME": str(home)},
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert run_id in listed.stdout
+
+
+def test_msgx_flights_lists_the_day(headless):
+    """US-12: `msgx flights` lists the demo day: the snapshot's flights minus the FDEL'd one and the
+    code-share child (D11), each owned by the day (FDAY, D3/D4)."""
+    import json
+
+    proc = subprocess.run([str(BIN / "msgx"), "flights"], env=headless.env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    flights = json.loads(proc.stdout)
+    assert sorted(f["FLID"] for f in flights) == list(headless.day.flights)
+    assert {f["FDAY"] for f in flights} == {headless.day.day.isoformat()}
+    assert sum(1 for f in flights if f.get("CNCL")) >= 3
+    assert sum(1 for f in flights if f.get("FDIV")) == 1

@@ -1,0 +1,107 @@
+"""Clean stop of `msgx demo` (README command 1): Ctrl-C on its process group stops the webserver,
+the daemon, the code server, any run worker and the embedded PostgreSQL within 15 s, and says so."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from msgx_engine import embedded
+
+BIN = Path(sys.executable).parent
+STOP_WITHIN_S = 15.0           # the requirement itself
+START_DEADLINE_S = 300.0       # a cold `dagster dev` on a busy 2-core machine
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=2) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def wait_until(predicate, deadline_s: float, proc: subprocess.Popen) -> bool:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def pump_run_started(dagster_home: Path) -> bool:
+    """The inbox sensor has launched pump_job and its run worker is executing it."""
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
+        return bool(instance.get_run_records(dg.RunsFilter(job_name="pump_job",
+                                                           statuses=[dg.DagsterRunStatus.STARTED]), limit=1))
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_dagster_and_the_embedded_postgres(sig):
+    """SIGINT (Ctrl-C) or SIGTERM to the demo's process group, once the webserver answers and a pump
+    run is executing: within 15 s no process the demo started is left (webserver, daemon, code
+    server, run worker, `dagster dev`, msgx itself) and the embedded PostgreSQL is stopped; the
+    output says what was stopped."""
+    home = Path(tempfile.mkdtemp(prefix="msgx-stop-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MSGX_", "DAGSTER_"))}
+    env["MSGX_HOME"] = str(home)
+    port = free_port()
+    log = home / "demo.out"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(BIN / "msgx"), "demo", "--port", str(port)], env=env, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True, cwd=home)
+    try:
+        assert wait_until(lambda: answers(port), START_DEADLINE_S, proc), log.read_text()[-3000:]
+        assert wait_until(lambda: pump_run_started(home / "dagster"), START_DEADLINE_S, proc), \
+            log.read_text()[-3000:]
+        postgres = embedded.running_pid(home)
+        started = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert postgres is not None and len(started) >= 3     # dagster dev, webserver, daemon, ...
+
+        t0 = time.monotonic()
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=STOP_WITHIN_S)
+        left = [pid for pid in started if alive(pid)]
+        while (left or alive(postgres)) and time.monotonic() - t0 < STOP_WITHIN_S:
+            time.sleep(0.2)
+            left = [pid for pid in started if alive(pid)]
+        assert left == [] and not alive(postgres), f"still running: {left}, postgres {alive(postgres)}"
+        assert proc.returncode == 0
+        text = log.read_text()
+        assert "stopping Dagster" in text and "embedded PostgreSQL stopped" in text
+        assert "stopped: webserver, daemon, run workers and the embedded PostgreSQL are gone" in text
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        embedded.stop(home)
+        subprocess.run(["rm", "-rf", str(home)], check=False)
