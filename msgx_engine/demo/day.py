@@ -36,11 +36,11 @@ from importlib import resources
 from lxml import etree
 
 from msgx_engine.sis.decode import parse_xml
+from msgx_engine.sis.times import dttm, sis_time
 
 DEFAULT_SEED = 20260425
 HOME = "CTU"                       # the demo airport (Chengdu); SIS times are its local time
 ROTATIONS = 120                    # arrival + departure pairs: 240 flights in the snapshot
-_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
 SUCCEEDED = ("SUCCEEDED", None)
 DUPLICATE = ("SKIPPED", "duplicate")
@@ -88,15 +88,6 @@ class DemoDay:
 
 
 # --- formats -----------------------------------------------------------------------------------
-def sis_time(at: datetime) -> str:
-    """DDMONYYHHMM, local time, as every SIS time element carries it."""
-    return f"{at.day:02d}{_MONTHS[at.month - 1]}{at.year % 100:02d}{at.hour:02d}{at.minute:02d}"
-
-
-def dttm(at: datetime) -> str:
-    return at.strftime("%Y%m%d%H%M%S")
-
-
 def envelope(mtype: str, styp: str, seqn: int, at: datetime, body: str) -> str:
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<MSG>\n\t<META>\n\t\t<SNDR>AODB</SNDR>\n'
             f"\t\t<SEQN>{seqn}</SEQN>\n\t\t<DTTM>{dttm(at)}</DTTM>\n\t\t<TYPE>{mtype}</TYPE>\n"

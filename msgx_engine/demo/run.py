@@ -32,7 +32,7 @@ from msgx_engine.app import App
 from msgx_engine.config import ConfigError, Settings
 from msgx_engine.demo import instance, summary
 from msgx_engine.demo.day import DEFAULT_SEED, DemoDay, demo_day
-from msgx_engine.handlers.snapshot import LOCAL_TZ  # the AODB's local time: "today" is today there
+from msgx_engine.sis.times import LOCAL_TZ
 from msgx_engine.store import migrate
 
 STOP_GRACE_S = 8.0                       # Dagster's own shutdown; then its group is killed
@@ -40,6 +40,7 @@ PROCESS_POLL_S = 0.2
 
 
 def today() -> date:
+    """Today where the AODB is: its local date decides a DNLD's day (D4)."""
     return datetime.now(LOCAL_TZ).date()
 
 
