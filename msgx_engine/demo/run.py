@@ -113,8 +113,11 @@ class Demo:
             app.dispose()
         lines, ok = summary.report(day, done, run_seconds=seconds, examples=examples)
         print("\n" + "\n".join(lines))
-        print(f"\nthe run is in the demo's Dagster instance: DAGSTER_HOME={self.dagster_home} dagster run list")
-        print(f"the day's flights: MSGX_HOME={self.home} msgx flights    (stop the server: msgx demo --stop)")
+        print(f"\nthe run is in the demo's Dagster instance: DAGSTER_HOME={self.dagster_home} "
+              f"{_executable('dagster')} run list")
+        print(f"the day's flights: MSGX_HOME={self.home} {_executable('msgx')} flights")
+        print(f"the embedded PostgreSQL keeps running for those; stop it: MSGX_HOME={self.home} "
+              f"{_executable('msgx')} demo --stop")
         return 0 if ok else 1
 
     # --- interactive -------------------------------------------------------------------------
