@@ -42,6 +42,8 @@ DEFAULT_SEED = 20260425
 HOME = "CTU"                       # the demo airport (Chengdu); SIS times are its local time
 ROTATIONS = 120                    # arrival + departure pairs: 240 flights in the snapshot
 
+# The verdicts, as (proc_state.status, reason) in the words of DESIGN §4; spelled out here because
+# the generator is pure and imports only sis (the store's Status enum has the same values).
 SUCCEEDED = ("SUCCEEDED", None)
 DUPLICATE = ("SKIPPED", "duplicate")
 CONFLICT = ("SKIPPED", "identity_conflict")

@@ -8,14 +8,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
 from msgx_engine.demo.day import DemoDay
 from msgx_engine.state.serialize import state_document
+from msgx_engine.store import queue
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.tables import proc_state
+from msgx_engine.store.queue import OPEN, Status
 
-STATUSES = ("SUCCEEDED", "SKIPPED", "DEAD", "FAILED", "PENDING")
+STATUSES = (Status.SUCCEEDED, Status.SKIPPED, Status.DEAD, Status.FAILED, Status.PENDING)
 
 
 @dataclass(frozen=True)
@@ -42,16 +43,14 @@ class Processed:
 
     @property
     def open(self) -> int:
-        return sum(o.count for o in self.outcomes if o.status in ("PENDING", "FAILED"))
+        return sum(o.count for o in self.outcomes if o.status in OPEN)
 
 
 def processed(engine: Engine) -> Processed:
-    ps = proc_state.c
     with engine.connect() as conn:
-        rows = conn.execute(select(ps.msg_type, ps.msg_styp, ps.status, ps.reason, func.count())
-                            .group_by(ps.msg_type, ps.msg_styp, ps.status, ps.reason)).fetchall()
-        first, last = conn.execute(select(func.min(ps.created_at), func.max(ps.terminal_at))).one()
-    outcomes = tuple(sorted((Outcome(f"{t}/{s}" if t else "(unreadable)", status, reason, int(n))
+        rows = queue.outcome_counts(conn)
+        first, last = queue.processing_span(conn)
+    outcomes = tuple(sorted((Outcome(f"{t}/{s}" if t else "(unreadable)", status, reason, n)
                              for t, s, status, reason, n in rows), key=lambda o: (o.kind, o.status, o.reason or "")))
     return Processed(outcomes, last - first if first is not None and last is not None else None)
 
@@ -72,7 +71,7 @@ def kind_table(outcomes: Iterable[Outcome]) -> list[str]:
 def reason_table(outcomes: Iterable[Outcome]) -> list[str]:
     c: Counter[tuple[str, str]] = Counter()
     for o in outcomes:
-        if o.status != "SUCCEEDED":
+        if o.status != Status.SUCCEEDED:
             c[(o.status, o.reason or "-")] += o.count
     return [f"{status:<10}{reason:<22}{n:>6}" for (status, reason), n in sorted(c.items())]
 

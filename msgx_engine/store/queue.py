@@ -299,6 +299,20 @@ def reason_counts(conn: Connection) -> list[tuple[str, str | None, int]]:
     return [(r[0], r[1], int(r[2])) for r in rows]
 
 
+def outcome_counts(conn: Connection) -> list[tuple[str | None, str | None, str, str | None, int]]:
+    """(TYPE, STYP, status, reason, count) over every registered message (the demo's summary)."""
+    ps = proc_state.c
+    rows = conn.execute(select(ps.msg_type, ps.msg_styp, ps.status, ps.reason, func.count())
+                        .group_by(ps.msg_type, ps.msg_styp, ps.status, ps.reason)).fetchall()
+    return [(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
+
+
+def processing_span(conn: Connection) -> tuple[datetime | None, datetime | None]:
+    """First registration and last terminal status."""
+    first, last = conn.execute(select(func.min(proc_state.c.created_at), func.max(proc_state.c.terminal_at))).one()
+    return first, last
+
+
 def applied_open_ids() -> Select:
     """Messages between transaction 1 and 2 (applied, not yet terminal): a subquery."""
     return select(proc_state.c.msg_id).where(proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(OPEN))
