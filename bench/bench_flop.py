@@ -1,4 +1,4 @@
-"""FLOP benchmark (issue 4, DESIGN §6): pump throughput per subtype and for a mixed FLOP stream,
+"""FLOP benchmark (DESIGN §6): pump throughput per subtype and for a mixed FLOP stream,
 against a raw floor measured in the same run.
 
 * protocol: messages in a MariaDB mailbox drained by ``App.pump`` (intake, head, decode, identity,

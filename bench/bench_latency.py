@@ -1,4 +1,4 @@
-"""End-to-end latency (DESIGN §6, issue 6): mailbox insert -> Kafka delivery of the `msg` record.
+"""End-to-end latency (DESIGN §6): mailbox insert -> Kafka delivery of the `msg` record.
 
 A paced writer inserts GTDT messages into a fresh MariaDB mailbox at a steady rate; a consumer
 thread reads the `msg` topic and matches each record to its insert by the payload's MSG_ID

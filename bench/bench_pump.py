@@ -1,4 +1,4 @@
-"""Pump benchmark (DESIGN §6, issue 3): GTDT messages end to end vs the raw floor, same run.
+"""Pump benchmark (DESIGN §6): GTDT messages end to end vs the raw floor, same run.
 
 * protocol: N GTDT messages in a fresh MariaDB mailbox, drained by ``App.pump`` with the full
   protocol (intake, head, decode, identity, transaction 1, transaction 2, backfill mark).

@@ -1,4 +1,4 @@
-"""Snapshot benchmark (DESIGN §6, issue 5): a 10,000-flight SCHD DNLD, registered -> terminal, vs
+"""Snapshot benchmark (DESIGN §6): a 10,000-flight SCHD DNLD, registered -> terminal, vs
 the floor measured in the same run.
 
 * package: generated in the shape of ``SCHD/01_DNLD.xml`` with 2 gates, 3 check-in desks, 2 route

@@ -64,8 +64,8 @@ def print_status_table(counts: dict[str, int], reasons: list[tuple[str, str | No
         print(f"{status:<12}{counts.get(status, 0):>8}")
     if reasons:
         print(f"\n{'status':<12}{'reason':<28}{'count':>8}")
-        for status, reason, n in reasons:
-            print(f"{status:<12}{(reason or '-'):<28}{n:>8}")
+        for word, reason, n in reasons:
+            print(f"{word:<12}{(reason or '-'):<28}{n:>8}")
 
 
 def reason_counts(app) -> list[tuple[str, str | None, int]]:
@@ -109,24 +109,14 @@ def cmd_flights(args: argparse.Namespace) -> int:
 
 
 def cmd_dispatch(args: argparse.Namespace) -> int:
-    settings = _settings()
-    if not settings.kafka_bootstrap:
-        print("dispatch: MSGX_KAFKA_BOOTSTRAP is not configured; released events stay pending in msg_event")
-        return 0
-    try:
-        from msgx_engine.delivery.runner import run_dispatch  # delivered by the delivery issue
-    except ImportError:
-        print("dispatch: Kafka delivery is not built yet; released events stay pending in msg_event")
-        return 0
-    return run_dispatch(settings, drain=args.drain)
+    from msgx_engine.delivery.runner import run_dispatch
+
+    return run_dispatch(_settings(), drain=args.drain)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    try:
-        from msgx_engine.http.server import serve
-    except ImportError:
-        print("serve: the HTTP API is not built yet", file=sys.stderr)
-        return 2
+    from msgx_engine.http.server import serve
+
     return serve(host=args.host, port=args.port, allow_public=args.allow_public)
 
 

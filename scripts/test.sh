@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install msgx with its test extra, make sure PostgreSQL, MariaDB, Redis and a Kafka-wire broker
 # answer (starting what is missing), then run ruff, the import contracts (the layers of
-# pyproject.toml) and the whole test suite. Extra arguments go to pytest (e.g. `bash scripts/test.sh -k pump`).
+# pyproject.toml), mypy on msgx_engine and msgx_dagster, and the whole test suite. Extra arguments go to pytest (e.g. `bash scripts/test.sh -k pump`).
 source "$(dirname "$0")/_env.sh"
 source "$(dirname "$0")/services.sh"
 ensure_venv test
@@ -15,5 +15,7 @@ echo "== ruff"
 "$VENV/bin/ruff" check .
 echo "== lint-imports"
 "$VENV/bin/lint-imports"
+echo "== mypy"
+"$VENV/bin/mypy"
 echo "== pytest"
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider --durations=15 "$@"

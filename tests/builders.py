@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import itertools
+from types import MappingProxyType
+
+from msgx_engine.state.model import FlightState, freeze_entry
 
 _seq = itertools.count(500000)
+
+
+def state(flid: str, deleted: bool = False, **fields) -> FlightState:
+    """A stored flight (version 2) holding ``fields``; list values become frozen entries."""
+    frozen = {k: (tuple(freeze_entry(e) for e in v) if isinstance(v, list) else v) for k, v in fields.items()}
+    return FlightState(flid=flid, fields=MappingProxyType(dict(sorted(frozen.items()))), state_version=2,
+                       deleted=deleted)
 
 
 def next_seqn() -> int:

@@ -95,7 +95,8 @@ class PgDatabases:
         with self._admin() as conn:
             for name in reversed(self.created):
                 conn.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid()",
                     (name,))
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
@@ -211,7 +212,7 @@ def samples() -> Path:
     return SAMPLES
 
 
-# --- delivery (issue 6): our own broker/Redis on free ports, and a Kafka reader -----------------
+# --- delivery: our own broker/Redis on free ports, and a Kafka reader -----------------
 class ServerProcess:
     """A server a test starts and stops itself on a free loopback port (never the shared ones)."""
 

@@ -1,4 +1,4 @@
-"""Helpers for the HTTP tests (issue 7): the in-process client, mailbox row counts, a probe socket
+"""Helpers for the HTTP tests: the in-process client, mailbox row counts, a probe socket
 that proves nothing connected to it, and a raw ASGI call that counts the body bytes pulled."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Helpers for the pipeline tests (issue 3): drive the pump and read back every record it writes."""
+"""Helpers for the pipeline tests : drive the pump and read back every record it writes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """Helpers shared by the op jobs: the singleton tag and per-batch asset events."""
 
 from collections.abc import Mapping
+from typing import Any
 
 import dagster as dg
 
@@ -12,7 +13,7 @@ def singleton(name: str) -> dict[str, str]:
     return {SINGLETON_TAG: name}
 
 
-def materialize(context: dg.OpExecutionContext, key: dg.AssetKey, metadata: Mapping[str, object],
+def materialize(context: dg.OpExecutionContext, key: dg.AssetKey, metadata: Mapping[str, Any],
                 *, observe: bool = False) -> None:
     """One asset event per batch/heartbeat, never per message (each costs 5-12 ms of storage)."""
     event_cls = dg.AssetObservation if observe else dg.AssetMaterialization

@@ -137,7 +137,7 @@ class KafkaSink:
         def on_delivery(err: KafkaError | None, _msg, i: int = index) -> None:
             reports[i] = err  # a plain dict store: safe even while a fatal exception is pending
 
-        headers = [(k, v.encode()) for k, v in rec.headers]
+        headers: list[tuple[str, str | bytes | None]] = [(k, v.encode()) for k, v in rec.headers]
         self.producer.produce(rec.topic, key=rec.key.encode(), value=rec.value.encode(), headers=headers,
                               on_delivery=on_delivery)
         self.producer.poll(0)

@@ -22,6 +22,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import redis
 from sqlalchemy import Connection, Engine, select
@@ -85,7 +86,7 @@ class Drift:
     def total(self) -> int:
         return self.missing + self.extra + self.differing
 
-    def as_metadata(self) -> dict[str, object]:
+    def as_metadata(self) -> dict[str, int | str]:
         return {"pg_count": self.pg_count, "redis_count": self.redis_count, "missing": self.missing,
                 "extra": self.extra, "differing": self.differing, "pending": self.pending,
                 "drift_total": self.total, "sample_flids": ", ".join(self.sample)}
@@ -102,7 +103,7 @@ class Projection:
     def apply(self, states: Iterable[FlightState]) -> int:
         """Write or remove each flight under the version guard; returns how many were refused as stale."""
         refused = 0
-        args: list[object] = []
+        args: list[str | int] = []
         for s in states:
             args += [s.flid, s.state_version, projection_value(s)]
             if len(args) >= 3 * CHUNK:
@@ -119,7 +120,7 @@ class Projection:
         self.apply(states)
 
     def get(self, flid: str) -> str | None:
-        return self.client.hget(self.key, flid)
+        return cast("str | None", self.client.hget(self.key, flid))
 
     # --- rebuild and drift ----------------------------------------------------------------------
     def rebuild(self, engine: Engine) -> int:
@@ -156,7 +157,7 @@ class Projection:
             pending = set(conn.execute(select(msg_event.c.flid).distinct().where(
                 msg_event.c.msg_id.in_(queue.applied_open_ids())))
                 .scalars())
-            actual = self.client.hgetall(self.key)
+            actual = cast("dict[str, str]", self.client.hgetall(self.key))
         missing = {f for f in expected.keys() - actual.keys() if f not in pending}
         extra = {f for f in actual.keys() - expected.keys() if f not in pending}
         differing = {f for f in expected.keys() & actual.keys() if expected[f] != actual[f] and f not in pending}

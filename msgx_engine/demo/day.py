@@ -202,7 +202,7 @@ def plan_flights(day: date, rng: random.Random) -> list[tuple[Flight, Flight]]:
     """ROTATIONS arrival/departure pairs on one aircraft and stand, spread over the day."""
     base = datetime.combine(day, time(5, 30))
     prefix = day.strftime("%y%m%d")
-    rotations = []
+    rotations: list[tuple[Flight, Flight]] = []
     used: dict[str, list[tuple[datetime, datetime]]] = {}
     for i in range(ROTATIONS):
         carrier = rng.choices(CARRIERS, weights=_CARRIER_WEIGHTS)[0]
@@ -284,7 +284,7 @@ def reference_day(seqn: Callable[[], int], at: datetime) -> list[DemoMessage]:
     """Nine reference categories consistent with the flights: stands, their airbridges and gates,
     belts, desks, terminals, airlines, airports, aircraft types."""
     stands = [*NEAR_STANDS, *REMOTE_STANDS]
-    packages = {
+    packages: dict[str, list[dict[str, str | list[str]]]] = {
         "TLST": [{"TCOD": t, "TNAM": f"TERMINAL {t}", "TNMC": f"{t}航站楼", "TCAT": c, "TPAX": "Y"}
                  for t, c in (("T1", "D"), ("T2", "I"))],
         "SLST": [{"SCOD": s, "STNM": f"{'Contact' if s < '200' else 'Remote'} stand {s}",

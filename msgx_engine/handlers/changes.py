@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from msgx_engine.handlers.decision import FlightChange
 from msgx_engine.handlers.extract import CLEAR
@@ -56,7 +57,7 @@ def commands_from_values(values: Mapping[str, object]) -> list[Command]:
         elif isinstance(value, list):
             cmds.append(Replace(key, tuple(value)))
         else:
-            cmds.append(Set(key, value))  # type: ignore[arg-type]
+            cmds.append(Set(key, cast(str | Mapping[str, str], value)))
     return cmds
 
 
@@ -67,11 +68,11 @@ def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
         if value is CLEAR:
             continue
         if kind_of(key) == "list":
-            fields[key] = tuple(freeze_entry(e) for e in value)  # type: ignore[union-attr]
+            fields[key] = tuple(freeze_entry(e) for e in cast(Iterable[Mapping[str, str]], value))
         elif isinstance(value, Mapping):
             fields[key] = freeze_entry(value)
         else:
-            fields[key] = value  # type: ignore[assignment]
+            fields[key] = cast(str, value)
     return fields
 
 

@@ -27,8 +27,8 @@ def _live(flights: Mapping[str, FlightState], flid: str) -> bool:
 
 def without_children(master: FlightState, gone: set[str]) -> FlightChange | None:
     """The master's MAFL minus ``gone``; None if none of them was listed (nothing to notify)."""
-    mafl = master.get("MAFL") or ()
-    kept = tuple(e for e in mafl if e.get("FLID") not in gone)  # type: ignore[union-attr]
+    mafl = master.entries("MAFL")
+    kept = tuple(e for e in mafl if e.get("FLID") not in gone)
     if len(kept) == len(mafl):
         return None
     return FlightChange(flid=master.flid, commands=(Replace("MAFL", kept),), create=False)

@@ -59,7 +59,8 @@ def entry_of(el: etree._Element, *, seq_attr: str | None, children: tuple[str, .
     return {k: v for k, v in entry.items() if v != "" or k == seq_attr}
 
 
-def collection_entries(elements: list[etree._Element], spec: CollectionSpec | TextGroupSpec) -> list[dict[str, str]] | None:
+def collection_entries(elements: list[etree._Element],
+                       spec: CollectionSpec | TextGroupSpec) -> list[dict[str, str]] | None:
     """Entries of a repeated group in input order; None means Clear (every sequence is "0").
 
     Zero mixed with non-zero sequences is a structural error (D7, FS §5.2).

@@ -28,7 +28,7 @@ from msgx_engine.sis.fields import (
     SCALARS,
     TEXT_GROUP_BY_KEY,
 )
-from msgx_engine.state.model import ALL_KEYS, Clear, Command, FlightState, Replace, Set
+from msgx_engine.state.model import ALL_KEYS, Clear, Command, Entry, FlightState, Replace, Set
 
 IDENTITY_ELEMENTS = ("FLID", "FFID")
 FDEL = "FDEL"
@@ -90,7 +90,7 @@ def port_by_poid(cmds: list[Command], before: FlightState | None) -> list[Comman
     PORT element clears both. Entries are kept in O, C order."""
     if not any(isinstance(c, Replace) and c.key == "PORT" for c in cmds):
         return cmds
-    kept = {e.get("POID"): e for e in (before.get("PORT") or ())} if before is not None else {}
+    kept: dict[str, Entry] = {e.get("POID", ""): e for e in before.entries("PORT")} if before is not None else {}
     out: list[Command] = []
     for cmd in cmds:
         if not (isinstance(cmd, Replace | Clear) and cmd.key == "PORT"):

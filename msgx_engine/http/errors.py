@@ -7,6 +7,7 @@ description and the tests all read the same table instead of repeating it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from starlette.responses import JSONResponse
@@ -58,7 +59,7 @@ class ApiError(Exception):
         return ERROR_CODES[self.code].status
 
 
-def error_response(code: str, msg: str, headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(code: str, msg: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"is_success": False, "err_code": code, "err_msg": msg},
                         status_code=ERROR_CODES[code].status, headers=headers)
 

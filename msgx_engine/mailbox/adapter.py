@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Engine, case, func, inspect, select, update
+from sqlalchemy import CursorResult, Engine, case, func, inspect, select, update
 
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.tables import cminmsgs, coutmsgs, mailbox_metadata
@@ -30,6 +30,13 @@ class Marks:
     marked: set[int]        # DATE_PROCESSED written now
     already: set[int]       # someone had marked it: left as it was (C-15)
     missing: set[int]       # no such row
+
+
+def _new_id(result: CursorResult) -> int:
+    """The auto-increment id an insert just got."""
+    key = result.inserted_primary_key
+    assert key is not None
+    return int(key[0])
 
 
 def _now() -> datetime:
@@ -69,7 +76,7 @@ class Mailbox:
                 CMINMSGS_DATE_RECEIVED=received_at or _now(),
                 CMINMSGS_STATUS=RECEIVED_STATUS,
             ))
-            return int(result.inserted_primary_key[0])
+            return _new_id(result)
 
     def put_many(self, bodies: Iterable[str]) -> list[int]:
         return [self.put(b) for b in bodies]
@@ -134,7 +141,7 @@ class Mailbox:
         with self.engine.connect() as conn:
             result = conn.execute(coutmsgs.insert().values(
                 COUTMSGS_CLOB_MSG=body, COUTMSGS_DATE_INSERTED=_now(), ROUTINGID=routing_id))
-            return int(result.inserted_primary_key[0])
+            return _new_id(result)
 
     def find_request(self, routing_id: str, *markers: str) -> int | None:
         """The newest COUTMSGS row of ``routing_id`` whose body contains every marker (the

@@ -138,6 +138,14 @@ class SourceWait:
 Outcome = Terminal | Failed | SourceWait
 
 
+class DecoderCrash(Exception):
+    """The decoder itself failed (not a verdict on the message)."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass
 class Processor:
     mailbox: Mailbox
@@ -224,10 +232,11 @@ class Processor:
             return self._classify(conn, head, step, msg, exc)
         return self._verdict(conn, head, decoded, routed.decision)
 
-    def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal | Failed:
+    def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal:
         """The body (DEAD(missing) when the mailbox row vanished), the hardened decode (DEAD
         MALFORMED, or SKIPPED when an ignore rule names the type anyway), the ignore rules (US-04).
-        Raises SourceUnavailable when the mailbox cannot be read."""
+        Raises SourceUnavailable when the mailbox cannot be read, DecoderCrash when the decoder
+        itself fails."""
         body = self.source.body(conn, head.msg_id)
         if body is None:
             return Terminal(Status.DEAD, "missing", "mailbox row vanished before processing")
@@ -238,9 +247,8 @@ class Processor:
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
                 return Terminal(Status.SKIPPED, f"ignored:{rule}")
             return Terminal(Status.DEAD, exc.reason, exc.detail, ErrorClass.MALFORMED)
-        except Exception as exc:  # a decoder defect, not a verdict on the message: retried
-            log.exception("decoder error on mailbox id %s", head.msg_id)
-            return Failed(ErrorClass.CODEC_ERROR, exc)
+        except Exception as exc:
+            raise DecoderCrash(exc) from exc
         rule = self._ignored_by(msg.meta)
         if rule is not None:
             return Terminal(Status.SKIPPED, f"ignored:{rule}", msg=msg, bind=False)
@@ -326,7 +334,10 @@ class Processor:
         PostgreSQL session or writer lock (the pump reconnects), any error reading the queue."""
         if isinstance(exc, SourceUnavailable):      # the mailbox, not the message: wait, no attempt
             return SourceWait(exc)
-        if step == Step.READ_AND_DECODE:
+        if isinstance(exc, DecoderCrash):           # a decoder defect, not a verdict on the message: retried
+            log.exception("decoder error on mailbox id %s", head.msg_id, exc_info=exc.error)
+            return Failed(ErrorClass.CODEC_ERROR, exc.error)
+        if step == Step.READ_AND_DECODE:            # reading the queue failed: the pump decides
             raise exc
         _rollback(conn)
         if isinstance(exc, LockLost) or (isinstance(exc, SQLAlchemyError) and is_disconnect(exc)):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import date
 from types import EllipsisType, MappingProxyType
+from typing import cast
 
 from msgx_engine.sis.fields import COLLECTION_BY_KEY, OBJECT_BY_KEY, SCALARS, TEXT_GROUP_BY_KEY
 
@@ -78,6 +79,16 @@ class FlightState:
 
     def get(self, key: str) -> Value | None:
         return self.fields.get(key)
+
+    def entries(self, key: str) -> tuple[Entry, ...]:
+        """The entries of a collection or text group (empty when absent)."""
+        value = self.fields.get(key)
+        return value if isinstance(value, tuple) else ()
+
+    def entry(self, key: str) -> Entry | None:
+        """The parts of an exception object (None when absent)."""
+        value = self.fields.get(key)
+        return value if isinstance(value, Mapping) else None
 
     @staticmethod
     def new(flid: str) -> FlightState:
@@ -153,7 +164,7 @@ def full_state_commands(fields: Mapping[str, Value]) -> list[Command]:
         if value is None:
             cmds.append(Clear(key))
         elif kind_of(key) == "list":
-            cmds.append(Replace(key, tuple(value)))  # type: ignore[arg-type]
+            cmds.append(Replace(key, tuple(cast(Iterable[Entry], value))))
         else:
-            cmds.append(Set(key, value))  # type: ignore[arg-type]
+            cmds.append(Set(key, cast(str | Entry, value)))
     return cmds

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from functools import cache
 from types import MappingProxyType
+from typing import Any, cast
 
 from sqlalchemy import Connection, func, select
 
@@ -39,17 +40,17 @@ def _entry_to_row(spec: CollectionSpec, flid: str, ordinal: int, entry, version:
     return row
 
 
-def _row_to_entry(spec: CollectionSpec, m: Mapping[str, object]) -> dict[str, str]:
+def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
     """A detail row (as a column -> value mapping) back to a state entry."""
     entry: dict[str, str] = {}
     if spec.seq_attr and m["source_seq"] is not None:
-        entry[spec.seq_attr] = m["source_seq"]  # type: ignore[assignment]
+        entry[spec.seq_attr] = m["source_seq"]
     for part in spec.children + spec.attrs:
         value = m[part.lower()]
         if value is not None:
-            entry[part] = value  # type: ignore[assignment]
+            entry[part] = value
     if spec.text and m["text"] is not None:
-        entry["TEXT"] = m["text"]  # type: ignore[assignment]
+        entry["TEXT"] = m["text"]
     return entry
 
 
@@ -101,46 +102,46 @@ def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
         "last_message_id": state.last_message_id, "deleted": state.deleted,
         "deleted_at": now if state.deleted else None,
     }
-    fields = state.fields
     for name in SCALARS:
-        row[name.lower()] = fields.get(name)
+        row[name.lower()] = state.get(name)
     for obj in OBJECTS:
-        value = fields.get(obj.key) or {}
-        unknown = set(value) - set(obj.parts)
+        parts = state.entry(obj.key) or {}
+        unknown = set(parts) - set(obj.parts)
         if unknown:
             raise ValueError(f"{obj.key} has parts without a column: {sorted(unknown)}")
         for part, col in zip(obj.parts, obj.columns, strict=True):
-            row[col] = value.get(part)
+            row[col] = parts.get(part)
     for group in TEXT_GROUPS:
-        value = fields.get(group.key)
-        row[group.column] = (json.dumps([dict(e) for e in value], ensure_ascii=False, sort_keys=True)
-                             if value else None)
+        entries = state.entries(group.key)
+        row[group.column] = (json.dumps([dict(e) for e in entries], ensure_ascii=False, sort_keys=True)
+                             if entries else None)
     return row
 
 
 _SCALAR_BY_COLUMN = {name.lower(): name for name in SCALARS}
 
 
-def row_to_fields(m: Mapping[str, object]) -> dict[str, Value]:
+def row_to_fields(m: Mapping[str, Any]) -> dict[str, Value]:
     """A main row (column -> value, NULL columns may be absent) back to state fields."""
     fields: dict[str, Value] = {}
     for col, value in m.items():
         name = _SCALAR_BY_COLUMN.get(col)
         if name is not None and value is not None:
-            fields[name] = value  # type: ignore[assignment]
+            fields[name] = value
     for obj in OBJECTS:
         parts = {p: m[c] for p, c in zip(obj.parts, obj.columns, strict=True) if m.get(c) is not None}
         if parts:
-            fields[obj.key] = freeze_entry(parts)  # type: ignore[arg-type]
+            fields[obj.key] = freeze_entry(parts)
     for group in TEXT_GROUPS:
         raw = m.get(group.column)
         if raw:
-            fields[group.key] = tuple(freeze_entry(e) for e in json.loads(raw))  # type: ignore[arg-type]
+            fields[group.key] = tuple(freeze_entry(e) for e in json.loads(raw))
     return fields
 
 
-def _as_dict(value: object) -> dict:
-    return json.loads(value) if isinstance(value, str) else value  # type: ignore[return-value]
+def _as_dict(value: object) -> dict[str, Any]:
+    """A JSON column as psycopg hands it over: already a dict, or its text."""
+    return json.loads(value) if isinstance(value, str) else cast(dict[str, Any], value)
 
 
 class FlightRepository:

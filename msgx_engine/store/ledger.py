@@ -73,12 +73,14 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
 def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime) -> int:
     """CAS on ``schd_gen.version``: +1 from the version read under the lock, or 1 for a new day."""
     if ledger.version is None:
-        stmt = (pg_insert(schd_gen).values(fday=ledger.day, version=1, last_message_id=msg_id, updated_at=now)
-                .on_conflict_do_nothing(index_elements=["fday"]))
+        version = conn.execute(
+            pg_insert(schd_gen).values(fday=ledger.day, version=1, last_message_id=msg_id, updated_at=now)
+            .on_conflict_do_nothing(index_elements=["fday"]).returning(schd_gen.c.version)).scalar()
     else:
-        stmt = (update(schd_gen).where(schd_gen.c.fday == ledger.day, schd_gen.c.version == ledger.version)
-                .values(version=ledger.version + 1, last_message_id=msg_id, updated_at=now))
-    version = conn.execute(stmt.returning(schd_gen.c.version)).scalar()
+        version = conn.execute(
+            update(schd_gen).where(schd_gen.c.fday == ledger.day, schd_gen.c.version == ledger.version)
+            .values(version=ledger.version + 1, last_message_id=msg_id, updated_at=now)
+            .returning(schd_gen.c.version)).scalar()
     if version is None:
         raise LedgerConflict(f"schd_gen {ledger.day} is no longer at version {ledger.version}", None, None)
     return version

@@ -35,7 +35,9 @@ def downgrade(engine: Engine, revision: str = "base") -> None:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config("postgresql://")).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config("postgresql://")).get_current_head()
+    assert head is not None, "the migration chain has a head"
+    return head
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -2,7 +2,8 @@
 
 ``write_season`` deletes the season's flights and route points and inserts the new ones in bulk,
 and bumps ``season_sched.version``. ``last_message_id`` tells the route which message last replaced
-a season (the handler plans nothing for a replay, like the daily ledger). No outbox events: seasons are planning data that
+a season (the handler plans nothing for a replay, like the daily ledger). No outbox events: seasons
+are planning data that
 no consumer subscribes to yet, and ``flight_schd`` is never touched.
 """
 

@@ -15,7 +15,9 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_engine(config.get_main_option("sqlalchemy.url"), poolclass=pool.NullPool)
+    url = config.get_main_option("sqlalchemy.url")
+    assert url, "alembic needs sqlalchemy.url (msgx_engine.store.migrate sets it)"
+    engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as conn:
         context.configure(connection=conn, target_metadata=metadata, compare_type=True)
         with context.begin_transaction():

@@ -1,5 +1,5 @@
 """Schema: Alembic migrations create exactly the tables of msgx_engine.store.tables (DESIGN §4, FS §3.2,
-§6.1) and downgrade cleanly (issue 2 point 2)."""
+§6.1) and downgrade cleanly."""
 
 from __future__ import annotations
 

@@ -10,27 +10,15 @@ from dataclasses import replace
 from types import MappingProxyType
 
 import pytest
-from builders import envelope, flop
-from sqlalchemy import select, text
+from builders import envelope, flop, state
 
 from msgx_engine.handlers.changes import effective
 from msgx_engine.handlers.codeshare import delete_flights
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
 from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
-from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.pump import PumpOptions
-from msgx_engine.pipeline.writer import try_lock
 from msgx_engine.sis.catalogue import FLOP_SUBTYPES
 from msgx_engine.sis.decode import SisRefused, decode
 from msgx_engine.state.model import Clear, FlightState, Replace, Set, freeze_entry
-from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.tables import proc_state
-
-
-def state(flid: str, deleted: bool = False, **fields) -> FlightState:
-    frozen = {k: (tuple(freeze_entry(e) for e in v) if isinstance(v, list) else v) for k, v in fields.items()}
-    return FlightState(flid=flid, fields=MappingProxyType(dict(sorted(frozen.items()))), state_version=2,
-                       deleted=deleted)
 
 
 def test_every_catalogue_subtype_has_a_handler_and_grouped_shapes_are_kept():
@@ -154,32 +142,3 @@ def test_fdel_marker_must_be_empty():
     assert decision.outcome == DEAD
 
 
-def test_master_delete_is_atomic_with_its_children(app, clock):
-    """INV-22, US-05 AC5: a failure while deleting one child rolls back the whole cascade (no
-    half-deleted pair); the retry then deletes master and children together."""
-    family = [state("M", MAFL=[{"FLID": "C1"}, {"FLID": "C2"}]), state("C1", MAID="M"), state("C2", MAID="M")]
-    with app.engine.begin() as conn:
-        FlightRepository(conn).persist_next_states(family)
-        conn.execute(text(
-            "CREATE FUNCTION refuse_c2() RETURNS trigger AS $$ BEGIN "
-            "IF NEW.flid = 'C2' AND NEW.deleted THEN RAISE EXCEPTION 'injected'; END IF; RETURN NEW; END $$ "
-            "LANGUAGE plpgsql"))
-        conn.execute(text("CREATE TRIGGER refuse_c2 BEFORE UPDATE ON flight_schd FOR EACH ROW "
-                          "EXECUTE FUNCTION refuse_c2()"))
-    app.mailbox.put(flop("FDEL", "M", "<FDEL/>"))
-    with app.engine.connect() as conn:
-        assert try_lock(conn)            # the writer lock a pump would hold (OPS-1)
-        Intake(app.mailbox, clock).scan(conn)
-        result = app.processor().step(conn)
-        assert result.status == "FAILED"
-        states = FlightRepository(conn).load(["M", "C1", "C2"])
-        assert [states[f].deleted for f in ("M", "C1", "C2")] == [False, False, False]
-        assert {s.state_version for s in states.values()} == {2}
-        conn.execute(text("DROP TRIGGER refuse_c2 ON flight_schd"))
-        conn.commit()
-    clock.advance(60)
-    app.pump(PumpOptions()).run()
-    with app.engine.connect() as conn:
-        states = FlightRepository(conn).load(["M", "C1", "C2"])
-        assert conn.execute(select(proc_state.c.status)).scalar_one() == "SUCCEEDED"
-    assert [states[f].deleted for f in ("M", "C1", "C2")] == [True, True, True]

@@ -250,22 +250,3 @@ def test_adft_after_a_snapshot_delete_restores_the_flight(app):
     assert ("B", "schd", "tombstone", 5) in events(app, m3)
 
 
-def test_projection_follows_the_snapshot(app, redis_url):
-    """INV-15b, D10, INV-31: with the Redis projection wired as the post-commit step, a snapshot's
-    flights appear with their whole state and its diff-deleted flights are removed; no drift."""
-    import uuid
-
-    from msgx_engine.delivery.projection import Projection, connect
-
-    projection = Projection(connect(redis_url), f"flightInfo:test:{uuid.uuid4().hex[:8]}")
-    app.post_commit.append(projection.hook)
-    try:
-        pump(app, day_package(["A", "B"], 9))
-        assert projection.get("A") is not None and projection.get("B") is not None
-        (m,) = pump(app, day_package(["A"], 9))
-        assert status(app, m) == ("SUCCEEDED", None)
-        assert projection.get("B") is None
-        assert json.loads(projection.get("A"))["STATE_VERSION"] == 2
-        assert projection.drift(app.engine).total == 0
-    finally:
-        projection.client.delete(projection.key, projection.version_key)

@@ -1,4 +1,4 @@
-"""The walking skeleton's pump over GTDT (issue 2 point 5; FS §4.3, §5, §6.1; US-01, US-03, C-15)."""
+"""The walking skeleton's pump over GTDT (FS §4.3, §5, §6.1; US-01, US-03, C-15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SIS decoding over the whole public sample corpus (issue 2 point 3; US-03 AC2)."""
+"""SIS decoding over the whole public sample corpus (US-03 AC2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Crash matrix (issue 3): ``msgx pump --drain`` in a subprocess over 1,000 mailbox rows is SIGKILLed
+"""Crash matrix: ``msgx pump --drain`` in a subprocess over 1,000 mailbox rows is SIGKILLed
 at each protocol step by MSGX_FAULT_STEP, then restarted. Proves US-03 AC6, INV-17b, INV-20b,
 INV-8, US-09 AC2, C-15: every row terminal exactly once, flight state equal to a crash-free
 reference run, no message's events duplicated, every mark written."""
@@ -75,7 +75,8 @@ def outcome(db_url: str, mailbox_url: str) -> dict:
     engine.dispose()
     mb = Mailbox(mailbox_url)
     with mb.engine.connect() as conn:
-        unmarked = conn.execute(text("SELECT count(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NULL")).scalar_one()
+        unmarked = conn.execute(text("SELECT count(*) FROM cminmsgs "
+                                     "WHERE CMINMSGS_DATE_PROCESSED IS NULL")).scalar_one()
     mb.dispose()
     return {"flights": [tuple(r) for r in flights], "gates": [tuple(r) for r in gates],
             "statuses": [tuple(r) for r in statuses], "events": [tuple(r) for r in evs],

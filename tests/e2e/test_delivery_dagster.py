@@ -11,9 +11,8 @@ import dagster as dg
 import pytest
 from sqlalchemy import select
 
-from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX, PROJECTION
+from msgx_dagster.assets.specs import KAFKA_MSG
 from msgx_dagster.checks import projection_drift_check
-from msgx_dagster.definitions import defs
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.resources import MsgxResource
@@ -57,17 +56,6 @@ def unsent(app: App) -> int:
         return len(conn.execute(select(msg_event.c.event_id).where(msg_event.c.sent_at.is_(None))).fetchall())
 
 
-def test_definitions_register_delivery():
-    """DESIGN §5: dispatch_job (singleton, every minute), projection_rebuild_job and both checks are
-    in the code location; topics and projection hang under the outbox / flight state."""
-    assert defs.resolve_job_def("dispatch_job").tags.get("singleton") == "dispatch"
-    assert defs.resolve_job_def("projection_rebuild_job").tags.get("singleton") == "projection"
-    schedule = next(s for s in defs.schedules if s.job_name == "dispatch_job")
-    assert schedule.cron_schedule == "* * * * *"
-    graph = defs.resolve_asset_graph()
-    assert OUTBOX in graph.get(KAFKA_MSG).parent_keys and OUTBOX in graph.get(KAFKA_SCHD).parent_keys
-    check_keys = {k.asset_key for k in graph.asset_check_keys}
-    assert {OUTBOX, PROJECTION} <= check_keys
 
 
 def test_dispatch_job_delivers_with_per_batch_materializations(kenv, clock, kafka_reader):

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import dagster as dg
 import pytest
 from sqlalchemy import text
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
-from msgx_dagster.definitions import defs
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import RequestTracker, track_for
@@ -35,15 +33,6 @@ def requests(app) -> list[tuple]:
         return [tuple(r) for r in conn.execute(text("SELECT rtype, styp, fday, status FROM req_track ORDER BY req_id"))]
 
 
-def test_definitions_register_request_tracking():
-    """DESIGN §5: request_tracking_job (singleton requests, every minute, running by default) and the
-    two daily registration jobs are in the code location; the reference refresh starts stopped."""
-    assert defs.resolve_job_def("request_tracking_job").tags.get("singleton") == "requests"
-    by_job = {s.job_name: s for s in defs.schedules}
-    assert by_job["request_tracking_job"].cron_schedule == "* * * * *"
-    assert by_job["request_tracking_job"].default_status == dg.DefaultScheduleStatus.RUNNING
-    assert by_job["snapshot_request_job"].default_status == dg.DefaultScheduleStatus.RUNNING
-    assert by_job["reference_refresh_job"].default_status == dg.DefaultScheduleStatus.STOPPED
 
 
 def test_tracking_run_sends_registered_requests_with_one_asset_event(env, app):

@@ -1,4 +1,4 @@
-"""Seasonal schedules (SCHS DNLD/RESP, issue 5 §9): stored per season (SNAM, SDAT, EDAT), replaced
+"""Seasonal schedules (SCHS DNLD/RESP): stored per season (SNAM, SDAT, EDAT), replaced
 whole, never touching flight_schd, the daily ledger or the outbox."""
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ def _season_rows(app):
         "seasons": query(app, "SELECT snam, sdat, edat, apcd, recs, version FROM season_sched ORDER BY snam, sdat"),
         "flights": query(app, "SELECT snam, ordinal, alcd, flno, dyop, scht, stdt, eddt FROM season_flight "
                               "ORDER BY snam, sdat, ordinal"),
-        "routes": query(app, "SELECT snam, flight_ordinal, route_kind, ordinal, source_seq, apcd, scat, scdt, sadc, sddc "
+        "routes": query(app, "SELECT snam, flight_ordinal, route_kind, ordinal, source_seq, "
+                             "apcd, scat, scdt, sadc, sddc "
                              "FROM season_route_point ORDER BY snam, sdat, flight_ordinal, route_kind, ordinal"),
     }
 
@@ -55,7 +56,8 @@ def test_a_season_is_replaced_whole_and_other_seasons_and_flights_stay(app):
     (m,) = pump(app, season(flights=("LH724", "MU5")))
     assert status(app, m) == ("SUCCEEDED", None)
     rows = _season_rows(app)
-    assert rows["seasons"] == [("Summer", "01APR21", "30SEP21", "CTU", 1, 1), ("Winter", "10SEP20", "10JUN21", "CTU", 2, 2)]
+    assert rows["seasons"] == [("Summer", "01APR21", "30SEP21", "CTU", 1, 1),
+                               ("Winter", "10SEP20", "10JUN21", "CTU", 2, 2)]
     assert [(r[0], r[3]) for r in rows["flights"]] == [("Summer", "ZH1"), ("Winter", "LH724"), ("Winter", "MU5")]
     assert len(rows["routes"]) == 3 * 3
     assert whole_state(app) == daily

@@ -1,4 +1,4 @@
-"""Server outages during processing (issue 3): a private MariaDB stopped while the pump works
+"""Server outages during processing: a private MariaDB stopped while the pump works
 (US-09 AC2, INV-16: processing continues, backfill backs off, marks follow after recovery) and a
 private PostgreSQL restarted under a running pump subprocess (US-03 AC8, OPS-1: the pump
 reconnects, nothing lost or doubled). The shared 3306/5432 servers are never touched."""
@@ -25,8 +25,8 @@ from msgx_engine.store import migrate
 from msgx_engine.store.tables import backfill_todo, msg_event, proc_state, proc_state_hst
 from tests.builders import gtdt
 from tests.conftest import MSGX_BIN
+from tests.e2e.test_pipeline_crash import fill
 from tests.pipeline_support import drain_now, proc, register
-from tests.test_pipeline_crash import fill
 
 PG_BIN = next(Path("/usr/lib/postgresql").glob("*/bin"), None)
 
@@ -204,4 +204,5 @@ def test_postgres_restarted_under_a_running_pump(private_postgres, mysql_dbs, tm
     assert dict(statuses) == {"SUCCEEDED": 1000}
     assert per_msg == 0 and n_events == 2000 and terminal_twice == 0 and hst == 1000
     with Mailbox(mb).engine.connect() as conn:
-        assert conn.execute(text("SELECT count(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NULL")).scalar_one() == 0
+        unmarked = text("SELECT count(*) FROM cminmsgs WHERE CMINMSGS_DATE_PROCESSED IS NULL")
+        assert conn.execute(unmarked).scalar_one() == 0

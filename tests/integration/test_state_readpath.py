@@ -33,7 +33,7 @@ class StatementCounter:
 
 
 def test_loading_1000_flights_issues_a_constant_number_of_statements(app):
-    """FS §9 / issue #4 item 7: 1,000 flights cost the same statements as 10 (the main rows, then
+    """FS §9: 1,000 flights cost the same statements as 10 (the main rows, then
     all 9 detail tables in one UNION ALL), inside one transaction; load_with_relatives costs a
     constant 2 + 1 + 2 whatever the family size."""
     written = [flight(n) for n in range(1000)]

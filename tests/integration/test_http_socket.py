@@ -1,5 +1,5 @@
 """The API over a real socket: `msgx serve` as a subprocess on a free loopback port, driven with
-raw HTTP (US-02 AC1-AC3, C-28, US-12 AC1; issue 7 "one real-socket test")."""
+raw HTTP (US-02 AC1-AC3, C-28, US-12 AC1)."""
 
 from __future__ import annotations
 

@@ -47,8 +47,10 @@ def _outcome(app) -> dict:
     return {
         "ledger": query(app, "SELECT fday, version, last_message_id FROM schd_gen"),
         "members": query(app, "SELECT flid FROM schd_gen_flid ORDER BY flid"),
-        "flights": query(app, "SELECT flid, fday, deleted, state_version, last_message_id FROM flight_schd ORDER BY flid"),
-        "events": query(app, "SELECT msg_id, flid, kind, state_version FROM msg_event WHERE msg_id > 1 ORDER BY event_id"),
+        "flights": query(app, "SELECT flid, fday, deleted, state_version, last_message_id "
+                              "FROM flight_schd ORDER BY flid"),
+        "events": query(app, "SELECT msg_id, flid, kind, state_version FROM msg_event "
+                             "WHERE msg_id > 1 ORDER BY event_id"),
         "gates": query(app, "SELECT flid, ordinal, gate FROM flight_gate ORDER BY flid, ordinal"),
         "status": query(app, "SELECT msg_id, status FROM proc_state ORDER BY msg_id"),
         "runs": query(app, "SELECT msg_id, version FROM schd_gen_run ORDER BY msg_id"),

@@ -1,0 +1,47 @@
+"""The Dagster code location loads: every job, check, schedule and sensor, the lineage graph (DESIGN §5); no server."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from msgx_dagster.assets.specs import FLIGHT_STATE, KAFKA_MSG, KAFKA_SCHD, MAILBOX, OUTBOX, PROJECTION
+from msgx_dagster.definitions import defs
+from msgx_dagster.sensors.inbox import inbox_sensor
+
+
+def test_definitions_load_with_lineage_and_singleton_pump():
+    """One definitions module assembles jobs, the sensor, schedules and the asset graph."""
+    repo = defs.get_repository_def()
+    assert {"pump_job", "backfill_job"} <= {j.name for j in repo.get_all_jobs()}
+    assert defs.resolve_job_def("pump_job").tags.get("singleton") == "pump"
+    graph = defs.resolve_asset_graph()
+    keys = set(graph.get_all_asset_keys())
+    assert {MAILBOX, FLIGHT_STATE, OUTBOX} <= keys
+    assert MAILBOX in graph.get(dg.AssetKey(["msgx", "proc_state"])).parent_keys
+    assert OUTBOX in {k for k in keys if FLIGHT_STATE in graph.get(k).parent_keys}
+    assert inbox_sensor.minimum_interval_seconds == 5
+    assert inbox_sensor.default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_definitions_register_delivery():
+    """DESIGN §5: dispatch_job (singleton, every minute), projection_rebuild_job and both checks are
+    in the code location; topics and projection hang under the outbox / flight state."""
+    assert defs.resolve_job_def("dispatch_job").tags.get("singleton") == "dispatch"
+    assert defs.resolve_job_def("projection_rebuild_job").tags.get("singleton") == "projection"
+    schedule = next(s for s in defs.schedules if s.job_name == "dispatch_job")
+    assert schedule.cron_schedule == "* * * * *"
+    graph = defs.resolve_asset_graph()
+    assert OUTBOX in graph.get(KAFKA_MSG).parent_keys and OUTBOX in graph.get(KAFKA_SCHD).parent_keys
+    check_keys = {k.asset_key for k in graph.asset_check_keys}
+    assert {OUTBOX, PROJECTION} <= check_keys
+
+
+def test_definitions_register_request_tracking():
+    """DESIGN §5: request_tracking_job (singleton requests, every minute, running by default) and the
+    two daily registration jobs are in the code location; the reference refresh starts stopped."""
+    assert defs.resolve_job_def("request_tracking_job").tags.get("singleton") == "requests"
+    by_job = {s.job_name: s for s in defs.schedules}
+    assert by_job["request_tracking_job"].cron_schedule == "* * * * *"
+    assert by_job["request_tracking_job"].default_status == dg.DefaultScheduleStatus.RUNNING
+    assert by_job["snapshot_request_job"].default_status == dg.DefaultScheduleStatus.RUNNING
+    assert by_job["reference_refresh_job"].default_status == dg.DefaultScheduleStatus.STOPPED

@@ -1,0 +1,17 @@
+"""The queue head's retry policy (US-03 AC4/AC5): pure functions of attempts and time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from msgx_engine.pipeline.policy import RetryPolicy
+
+
+def test_retry_policy_is_pure_and_capped():
+    """US-03 AC4: 1, 2, 4, 8, 16 s, capped at 60 s; exhausted at 5 attempts or past the deadline."""
+    p = RetryPolicy()
+    assert [p.delay(n) for n in range(1, 9)] == [1, 2, 4, 8, 16, 32, 60, 60]
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    assert not p.exhausted(4, t0, t0 + timedelta(seconds=599))
+    assert p.exhausted(5, t0, t0)
+    assert p.exhausted(2, t0, t0 + timedelta(seconds=600)) and not p.exhausted(1, t0, t0 + timedelta(seconds=900))

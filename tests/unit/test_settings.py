@@ -1,0 +1,36 @@
+"""Settings from the environment and startup refusal (DESIGN §4, OPS-1); no server."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+
+from conftest import MSGX_BIN
+
+from msgx_engine.config import Settings
+from msgx_engine.delivery.projection import post_commit_hooks
+
+
+def test_settings_read_ignore_rules_from_env(monkeypatch):
+    """US-04: MSGX_IGNORE_RULES configures the list."""
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
+    monkeypatch.setenv("MSGX_IGNORE_RULES", "LDM-*, eror-*")
+    assert Settings.from_env().ignore_rules == ("LDM-*", "eror-*")
+
+
+def test_startup_refuses_half_a_configuration(tmp_path):
+    """OPS-1: a mailbox URL without a state URL is refused with a clear message."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+    env.update(MSGX_MAILBOX_URL="mysql+pymysql://root@127.0.0.1:3306/nowhere", MSGX_HOME=str(tmp_path))
+    proc = subprocess.run([MSGX_BIN, "pump", "--drain"], env=env, capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "MSGX_DB_URL is not set" in proc.stderr
+
+
+def test_not_configured_is_reported(caplog):
+    """DESIGN §4: without MSGX_REDIS_URL the projection step is reported as not configured and skipped."""
+    with caplog.at_level(logging.INFO):
+        assert post_commit_hooks(None) == []
+    assert any("not configured" in r.message for r in caplog.records)
