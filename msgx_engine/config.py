@@ -33,6 +33,17 @@ class ConfigError(RuntimeError):
     """A configuration that msgx refuses to start with (OPS-1)."""
 
 
+SCHD_RECORDS, SCHD_ARRAY = "records", "array"   # MSGX_SCHD_FORMAT (D13): one record per FLID, or one array per flush
+SCHD_FORMATS = (SCHD_RECORDS, SCHD_ARRAY)
+
+
+def _schd_format() -> str:
+    value = (_env("MSGX_SCHD_FORMAT") or SCHD_RECORDS).lower()
+    if value not in SCHD_FORMATS:
+        raise ConfigError(f"MSGX_SCHD_FORMAT={value!r} is not one of {', '.join(SCHD_FORMATS)}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     db_url: str | None
@@ -47,6 +58,7 @@ class Settings:
     intake_batch: int = 500
     max_body_bytes: int = 10 * 1024 * 1024
     split_transactions: bool = False   # force two commits per message even without a post-commit step
+    schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)
 
     @property
     def embedded(self) -> bool:
@@ -75,6 +87,7 @@ class Settings:
             if rules is not None else DEFAULT_IGNORE_RULES,
             gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
             split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
+            schd_format=_schd_format(),
         )
 
     def resolved(self) -> Settings:

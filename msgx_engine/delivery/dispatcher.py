@@ -6,6 +6,9 @@ once; C-29: per-FLID order, since one key always lands in one partition and the 
 partition order). ``schd``: every ``schd_flush_s`` (3 s) or ``schd_batch`` (500) events, one
 record per FLID carrying the newest whole state or tombstone of the batch; on success every
 event of that FLID in the batch is marked (FS §8: intermediate versions are not resent).
+``MSGX_SCHD_FORMAT=array`` (D13's compatibility mode for the legacy consumers) sends the same
+latest documents of a flush as one JSON array instead, key ``schd`` (one partition, so flushes
+stay in order), split into several arrays only where one would exceed ``ARRAY_MAX_BYTES``.
 
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock
@@ -24,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 
 from msgx_engine import faults
 from msgx_engine.clock import Clock
+from msgx_engine.config import SCHD_ARRAY, SCHD_RECORDS
 from msgx_engine.db import is_disconnect
 from msgx_engine.delivery.producer import KafkaSink, Record
 from msgx_engine.store import locks, outbox
@@ -38,6 +42,10 @@ class DispatcherBusy(RuntimeError):
     """Another dispatcher holds the dispatch lock."""
 
 
+ARRAY_KEY = "schd"
+ARRAY_MAX_BYTES = 900_000   # under the Kafka default message.max.bytes (1 MB) with room for headers
+
+
 @dataclass
 class DispatchOptions:
     run_for_s: float = 0.0           # 0: drain (exit when nothing is due); else loop this long
@@ -46,6 +54,7 @@ class DispatchOptions:
     schd_batch: int = 500
     msg_batch: int = 500
     heartbeat_s: float = 10.0
+    schd_format: str = SCHD_RECORDS
     reconnect_for_s: float = 60.0
     policy: SendPolicy = field(default_factory=SendPolicy)
 
@@ -81,6 +90,38 @@ def latest_per_flid(events: Sequence[OutboxEvent]) -> dict[str, list[OutboxEvent
     for ev in sorted(events, key=lambda e: e.event_id):
         groups.setdefault(ev.flid, []).append(ev)
     return groups
+
+
+def schd_batches(groups: dict[str, list[OutboxEvent]], topic: str, schd_format: str = SCHD_RECORDS, *,
+                 max_bytes: int = ARRAY_MAX_BYTES) -> list[tuple[Record, list[int]]]:
+    """The records of one ``schd`` flush, each with the event ids its delivery marks sent.
+
+    ``records``: one per FLID, its latest document, key FLID. ``array``: the latest documents of
+    all FLIDs (FLIDs in order of first appearance) as JSON arrays of at most ``max_bytes`` (one array unless that is
+    exceeded; a single document is never split), key ``ARRAY_KEY``, headers ``event_id`` (the
+    newest event in the array) and ``count``.
+    """
+    latest = [group[-1] for group in groups.values()]
+    if schd_format != SCHD_ARRAY:
+        return [(Record(topic, ev.flid, ev.payload, ev.event_id, headers_for(ev)),
+                 [e.event_id for e in groups[ev.flid]]) for ev in latest]
+    chunks: list[list[OutboxEvent]] = [[]]
+    size = 0
+    for ev in latest:
+        n = len(ev.payload.encode()) + 1
+        if chunks[-1] and size + n > max_bytes:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(ev)
+        size += n
+    batches = []
+    for chunk in chunks:
+        last = chunk[-1].event_id
+        value = "[" + ",".join(ev.payload for ev in chunk) + "]"
+        headers = (("event_id", str(last)), ("count", str(len(chunk))))
+        batches.append((Record(topic, ARRAY_KEY, value, last, headers),
+                        [e.event_id for ev in chunk for e in groups[ev.flid]]))
+    return batches
 
 
 class Dispatcher:
@@ -178,17 +219,11 @@ class Dispatcher:
         self._last_schd_flush = time.monotonic()
         if not events:
             return False
-        groups = latest_per_flid(events)
-        topic = self.topics[TOPIC_SCHD]
-        latest = [group[-1] for group in groups.values()]
-        result = self.sink.send([Record(topic, ev.flid, ev.payload, ev.event_id, headers_for(ev)) for ev in latest])
+        batches = schd_batches(latest_per_flid(events), self.topics[TOPIC_SCHD], self.options.schd_format)
+        result = self.sink.send([record for record, _ in batches])
         faults.reach("dispatch_before_mark")
-        sent: list[int] = []
-        failures: list[tuple[int, str]] = []
-        for i in result.delivered:
-            sent += [e.event_id for e in groups[latest[i].flid]]
-        for i, err in result.failures():
-            failures += [(e.event_id, err) for e in groups[latest[i].flid]]
+        sent = [eid for i in result.delivered for eid in batches[i][1]]
+        failures = [(eid, err) for i, err in result.failures() for eid in batches[i][1]]
         summary.schd_records += len(result.delivered)
         dead = self._record(conn, sent, failures, summary)
         summary.schd_events += len(sent)

@@ -31,6 +31,7 @@ def build_dispatcher(settings: Settings, engine: Engine, *, clock: Clock | None 
     if not settings.kafka_bootstrap:
         raise ValueError(NOT_CONFIGURED)
     sink = KafkaSink(settings.kafka_bootstrap, delivery_timeout_s=delivery_timeout_s)
+    options = replace(options or DispatchOptions(), schd_format=settings.schd_format)
     return Dispatcher(engine, sink, clock or DatabaseClock(engine), topic_msg=settings.topic_msg,
                       topic_schd=settings.topic_schd, options=options, **kw)
 
