@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from pathlib import Path
 
 DEFAULT_IGNORE_RULES = ("LDM-*", "RSTA-*")
@@ -42,6 +43,17 @@ def _schd_format() -> str:
     if value not in SCHD_FORMATS:
         raise ConfigError(f"MSGX_SCHD_FORMAT={value!r} is not one of {', '.join(SCHD_FORMATS)}")
     return value
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, *, name: str = "duration") -> timedelta:
+    """``30s``, ``90m``, ``24h``, ``2d`` (a whole number and one unit); ``0s`` is allowed."""
+    raw = text.strip().lower()
+    if len(raw) < 2 or raw[-1] not in _UNITS or not raw[:-1].isdigit():
+        raise ConfigError(f"{name}={text!r} is not a duration like 30s, 90m, 24h or 2d")
+    return timedelta(seconds=int(raw[:-1]) * _UNITS[raw[-1]])
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
 from msgx_engine.store import locks, queue
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.tables import flight_schd, msg_event, pipeline_lock
+from msgx_engine.store.tables import flight_schd, msg_event
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class Projection:
         """Replace the projection with PostgreSQL's current state; returns the number of flights."""
         tmp, tmp_ver = f"{self.key}:rebuild:{uuid.uuid4().hex}", f"{self.version_key}:rebuild:{uuid.uuid4().hex}"
         with engine.connect() as conn, conn.begin():
-            _lock_writer(conn)
+            locks.lock_writer_row(conn)
             states = FlightRepository(conn).load_all_current()
             versions = {r.flid: r.state_version for r in conn.execute(
                 select(flight_schd.c.flid, flight_schd.c.state_version))}
@@ -152,7 +152,7 @@ class Projection:
     def drift(self, engine: Engine, *, sample_size: int = 10) -> Drift:
         """Compare Redis with PostgreSQL's current flights (count and a sample of differing FLIDs)."""
         with engine.connect() as conn, conn.begin():
-            _lock_writer(conn)
+            locks.lock_writer_row(conn)
             expected = {s.flid: state_json(s) for s in FlightRepository(conn).load_all_current()}
             pending = set(conn.execute(select(msg_event.c.flid).distinct().where(
                 msg_event.c.msg_id.in_(queue.applied_open_ids())))
@@ -164,11 +164,6 @@ class Projection:
         bad = sorted(missing | extra | differing)
         return Drift(pg_count=len(expected), redis_count=len(actual), missing=len(missing), extra=len(extra),
                      differing=len(differing), pending=len(pending), sample=bad[:sample_size])
-
-
-def _lock_writer(conn: Connection) -> None:
-    """The pipeline writer row lock: no transaction 1 commits while we hold it."""
-    conn.execute(select(pipeline_lock.c.name).where(pipeline_lock.c.name == locks.WRITER_ROW).with_for_update())
 
 
 def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:

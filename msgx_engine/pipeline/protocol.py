@@ -400,7 +400,7 @@ class Processor:
         now = self.clock.now()
         attempts = head.attempts + 1
         detail = f"{type(failed.exc).__name__}: {failed.exc}"[:2000]
-        if self.policy.exhausted(attempts, head.created_at, now):
+        if self.policy.exhausted(attempts, head.deadline_from, now):
             return self.commit_terminal(conn, head, Terminal(Status.DEAD, "exhausted", detail, failed.error_class),
                                         attempts=attempts)
         next_at = self.policy.next_attempt_at(attempts, now)

@@ -31,3 +31,9 @@ def request_registration_key(rtype: str, styp: str) -> str:
 def lock_request_registration(conn: Connection, rtype: str, styp: str) -> None:
     """Serialise registrations of one (TYPE, STYP) until the caller's transaction ends (D16)."""
     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": request_registration_key(rtype, styp)})
+
+
+def lock_writer_row(conn: Connection) -> None:
+    """Lock the transaction-1 writer row until the caller's transaction ends: no message's
+    transaction 1 runs meanwhile (projection rebuild, drift check, operator actions)."""
+    conn.execute(text("SELECT name FROM pipeline_lock WHERE name = :n FOR UPDATE"), {"n": WRITER_ROW})

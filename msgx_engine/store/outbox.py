@@ -202,3 +202,47 @@ def dead_count(conn: Connection) -> int:
 def flids_of(conn: Connection, msg_id: int) -> list[str]:
     """The flights a message's events touched (a resumed message's post-commit step reloads them)."""
     return [r[0] for r in conn.execute(select(msg_event.c.flid).where(msg_event.c.msg_id == msg_id).distinct())]
+
+
+# --- what an operator sees (replay preview) ------------------------------------------------------
+@dataclass(frozen=True)
+class EventSummary:
+    """A message's outbox events: how many, released, delivered, dead-lettered."""
+
+    total: int = 0
+    released: int = 0
+    sent: int = 0
+    dead: int = 0
+
+
+def event_summaries(conn: Connection, msg_ids: Sequence[int]) -> dict[int, EventSummary]:
+    if not msg_ids:
+        return {}
+    c = msg_event.c
+    rows = conn.execute(select(c.msg_id, func.count(), func.count(c.released_at), func.count(c.sent_at),
+                               func.count(c.dead_at)).where(c.msg_id.in_(list(msg_ids))).group_by(c.msg_id))
+    return {r[0]: EventSummary(*r[1:]) for r in rows}
+
+
+@dataclass(frozen=True)
+class FlightTrail:
+    """A flight's outbox trail around one message in mailbox order: the state version the
+    message saw (the newest one written by a smaller mailbox id; 0 when none) and the later
+    messages (larger ids) that have changed the flight since."""
+
+    seen_version: int = 0
+    later_messages: int = 0
+    last_later_msg_id: int | None = None
+
+
+def flight_trails(conn: Connection, msg_id: int, flids: Sequence[str]) -> dict[str, FlightTrail]:
+    """``FlightTrail`` of each of ``flids`` around ``msg_id`` (one statement)."""
+    if not flids:
+        return {}
+    c = msg_event.c
+    rows = conn.execute(select(
+        c.flid,
+        func.coalesce(func.max(c.state_version).filter(c.msg_id < msg_id), 0),
+        func.count(func.distinct(c.msg_id)).filter(c.msg_id > msg_id),
+        func.max(c.msg_id).filter(c.msg_id > msg_id)).where(c.flid.in_(list(flids))).group_by(c.flid))
+    return {r[0]: FlightTrail(int(r[1]), int(r[2]), r[3]) for r in rows}

@@ -38,20 +38,20 @@ class QueueHead:
 
     msg_id: int
     attempts: int
-    created_at: datetime
+    deadline_from: datetime        # registration, or an operator's re-queue (the head deadline counts from it)
     next_attempt_at: datetime | None
     applied_at: datetime | None
     gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
     writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
 
 
-_HEAD_COLUMNS = ("msg_id", "attempts", "created_at", "next_attempt_at", "applied_at")
+_HEAD_COLUMNS = ("msg_id", "attempts", "coalesce(p.requeued_at, p.created_at)", "next_attempt_at", "applied_at")
 # The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
 # transaction that applies the head starts here, so the lock costs no extra round trip.
 _HEAD_SQL = (
     "WITH w AS (SELECT pg_backend_pid() = %(pid)s AS held FROM pipeline_lock WHERE name = %(name)s "
     "FOR UPDATE) "
-    f"SELECT {', '.join(f'p.{c}' for c in _HEAD_COLUMNS)}, "
+    f"SELECT {', '.join(c if '(' in c else f'p.{c}' for c in _HEAD_COLUMNS)}, "
     "(SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
     "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen, (SELECT held FROM w) AS writer_held "
     f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} ORDER BY p.msg_id LIMIT 1")
@@ -115,13 +115,16 @@ def mark_applied(conn: Connection, msg_id: int, *, now: datetime, identity: str,
 
 
 @cache
-def _status_sql(columns: tuple[str, ...], terminal: bool) -> str:
+def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool = True) -> str:
     """The guarded status write for one set of columns (INV-8): the status, its history row and,
-    when terminal, the backfill todo and the event release, all in one statement."""
+    when terminal, the backfill todo and the event release, all in one statement. Without
+    ``writer_guard`` (an operator's action, which holds the writer row lock instead of the
+    pump's advisory lock) only the row's being open is checked."""
     sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
+    guard = " AND pg_backend_pid() = %(pid)s" if writer_guard else ""
     parts = [
-        f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL} "
-        "AND pg_backend_pid() = %(pid)s RETURNING msg_id)",
+        f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL}"
+        f"{guard} RETURNING msg_id)",
         "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
         "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
         "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
@@ -145,17 +148,18 @@ class HistoryRow:
 
 
 def write_status(conn: Connection, msg_id: int, values: dict[str, object], *, terminal: bool,
-                 history: HistoryRow, now: datetime, pid: int) -> bool:
+                 history: HistoryRow, now: datetime, pid: int | None) -> bool:
     """One guarded statement: ``values`` on the row (which must still be open, written by the
-    backend that holds the writer lock), its history row and, when ``terminal``, the backfill
-    todo and the release of the message's outbox events. False when refused."""
+    backend that holds the writer lock; ``pid=None``: an operator's action under the writer row
+    lock), its history row and, when ``terminal``, the backfill todo and the release of the
+    message's outbox events. False when refused."""
     columns = tuple(sorted(values))
     params = {f"v_{c}": values[c] for c in columns}
     params.update({"h_status": str(history.status), "h_reason": history.reason,
                    "h_error_class": history.error_class, "h_error_detail": history.error_detail,
                    "h_attempt": history.attempt})
     params.update(msg_id=msg_id, now=now, pid=pid)
-    return conn.exec_driver_sql(_status_sql(columns, terminal), params).scalar_one() == 1
+    return conn.exec_driver_sql(_status_sql(columns, terminal, pid is not None), params).scalar_one() == 1
 
 
 def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now: datetime) -> None:
@@ -316,3 +320,111 @@ def processing_span(conn: Connection) -> tuple[datetime | None, datetime | None]
 def applied_open_ids() -> Select:
     """Messages between transaction 1 and 2 (applied, not yet terminal): a subquery."""
     return select(proc_state.c.msg_id).where(proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(OPEN))
+
+
+# --- operator actions (replay, skip) ------------------------------------------------------------
+# Not the pump: these run from `msgx replay`/`msgx skip` (or their Dagster jobs) with the writer
+# row of ``pipeline_lock`` locked (``locks.lock_writer_row``) and the selected rows FOR UPDATE,
+# so they never interleave with a message's transaction 1.
+@dataclass(frozen=True)
+class QueueRow:
+    """A registered message as an operator sees it."""
+
+    msg_id: int
+    status: Status
+    reason: str | None
+    error_class: str | None
+    error_detail: str | None
+    attempts: int
+    created_at: datetime
+    next_attempt_at: datetime | None
+    applied_at: datetime | None
+    terminal_at: datetime | None
+    requeued_at: datetime | None
+    msg_type: str | None
+    msg_styp: str | None
+
+
+_ROW_COLUMNS = tuple(f for f in QueueRow.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which messages an operator means: every given criterion must hold. Never "everything"."""
+
+    ids: tuple[int, ...] = ()
+    statuses: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()      # matches reason or error_class, case-insensitive
+    since: datetime | None = None      # registration time (created_at), inclusive
+    until: datetime | None = None      # exclusive
+
+    @property
+    def empty(self) -> bool:
+        return not (self.ids or self.statuses or self.reasons or self.since or self.until)
+
+    def as_json(self) -> dict[str, object]:
+        return {"ids": list(self.ids), "statuses": list(self.statuses), "reasons": list(self.reasons),
+                "since": self.since.isoformat() if self.since else None,
+                "until": self.until.isoformat() if self.until else None}
+
+
+def select_messages(conn: Connection, sel: Selection, *, limit: int, for_update: bool = False) -> list[QueueRow]:
+    """The messages ``sel`` names, in id order, at most ``limit``."""
+    if sel.empty:
+        raise ValueError("a selection is required (ids, status, reason or a time range)")
+    c = proc_state.c
+    q = select(*[c[n] for n in _ROW_COLUMNS]).order_by(c.msg_id).limit(limit)
+    if sel.ids:
+        q = q.where(c.msg_id.in_(list(sel.ids)))
+    if sel.statuses:
+        q = q.where(c.status.in_([s.upper() for s in sel.statuses]))
+    if sel.reasons:
+        wanted = [r.lower() for r in sel.reasons]
+        q = q.where(or_(func.lower(c.reason).in_(wanted), func.lower(c.error_class).in_(wanted)))
+    if sel.since is not None:
+        q = q.where(c.created_at >= sel.since)
+    if sel.until is not None:
+        q = q.where(c.created_at < sel.until)
+    if for_update:
+        q = q.with_for_update()
+    return [QueueRow(*r) for r in conn.execute(q)]
+
+
+_REQUEUE_SQL = (
+    "WITH u AS (UPDATE proc_state SET status = %(pending)s, reason = NULL, attempts = 0, "
+    "next_attempt_at = NULL, terminal_at = NULL, dup_of = NULL, requeued_at = %(now)s, updated_at = %(now)s "
+    "WHERE msg_id = ANY(%(ids)s) RETURNING msg_id), "
+    "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_detail, attempt, at) "
+    "SELECT msg_id, %(pending)s, 'replay', %(note)s, 0, %(now)s FROM u), "
+    f"t AS (DELETE FROM backfill_todo WHERE msg_id IN (SELECT msg_id FROM u) AND status = '{TodoStatus.PENDING}') "
+    "SELECT msg_id FROM u ORDER BY msg_id")
+
+
+def requeue(conn: Connection, msg_ids: list[int], *, now: datetime, note: str) -> list[int]:
+    """Re-queue messages an operator replays (US-10 AC3): PENDING with attempts and backoff reset
+    and ``requeued_at`` set; the registration time, the identity binding, ``applied_at`` and the
+    error columns stay (the history row records the replay). A mark not yet written is withdrawn:
+    the message is open again and will write its own when it ends. Returns the re-queued ids."""
+    if not msg_ids:
+        return []
+    rows = conn.exec_driver_sql(_REQUEUE_SQL, {"pending": str(Status.PENDING), "now": now,
+                                               "note": note[:2000], "ids": sorted(msg_ids)})
+    return [r[0] for r in rows]
+
+
+def operator_skip(conn: Connection, msg_id: int, *, now: datetime, detail: str) -> bool:
+    """End an open message SKIPPED(operator_skip): history, backfill todo and event release in
+    the one status statement. False when the row is no longer open."""
+    values: dict[str, object] = {"status": Status.SKIPPED, "reason": "operator_skip", "error_detail": detail,
+                                 "terminal_at": now, "updated_at": now, "next_attempt_at": None}
+    return write_status(conn, msg_id, values, terminal=True, now=now, pid=None,
+                        history=HistoryRow(Status.SKIPPED, "operator_skip", None, detail[:2000]))
+
+
+def todo_states(conn: Connection, msg_ids: list[int]) -> dict[int, tuple[str, datetime | None]]:
+    """The backfill todo of each message (status, done_at); absent: no mark owed yet."""
+    if not msg_ids:
+        return {}
+    rows = conn.execute(select(backfill_todo.c.msg_id, backfill_todo.c.status, backfill_todo.c.done_at)
+                        .where(backfill_todo.c.msg_id.in_(msg_ids)))
+    return {r.msg_id: (r.status, r.done_at) for r in rows}

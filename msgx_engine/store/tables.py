@@ -125,6 +125,7 @@ proc_state = Table(
     Column("msg_type", Text),
     Column("msg_styp", Text),
     Column("late_arrival", Boolean, nullable=False, server_default=text("false")),
+    _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
     UniqueConstraint("identity_key", name="proc_state_identity_key_key"),
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
@@ -288,3 +289,29 @@ season_route_point = Table(
     PrimaryKeyConstraint(*_SEASON_KEY, "flight_ordinal", "route_kind", "ordinal",
                          name="season_route_point_pkey"),
 )
+
+# --- the operator audit trail (migration 0006; owner: store/audit.py) ------------------------------
+operator_audit = Table(
+    # One row per operator request (replay, skip, recover, archive, ...), committed with its effect.
+    "operator_audit",
+    metadata,
+    Column("audit_id", BigInteger, primary_key=True, autoincrement=True),
+    _ts("at", nullable=False, server_default=func.now()),
+    Column("operator", Text, nullable=False),
+    Column("action", Text, nullable=False),
+    Column("reason", Text, nullable=False),
+    Column("selection", Text),      # JSON of the selection / arguments
+    Column("outcome", Text),        # JSON summary (counts, refusals)
+)
+
+operator_audit_item = Table(
+    "operator_audit_item",
+    metadata,
+    Column("audit_id", BigInteger, nullable=False),
+    Column("msg_id", BigInteger, nullable=False),
+    Column("before_status", Text),
+    Column("after_status", Text),
+    Column("result", Text),         # e.g. 'requeued' | 'refused: malformed' | 'skipped'
+    PrimaryKeyConstraint("audit_id", "msg_id", name="operator_audit_item_pkey"),
+)
+Index("operator_audit_item_msg_idx", operator_audit_item.c.msg_id)

@@ -5,10 +5,7 @@ where the job loops, each with an observable effect in the databases, Kafka or R
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 import redis
@@ -17,32 +14,20 @@ from sqlalchemy import text
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.sis.requests import RQRD_TYPES
 from tests.builders import gtdt
-
-BIN = Path(sys.executable).parent
+from tests.dagster_support import job_runner, op_config
 
 
 @pytest.fixture
 def execute(env_for, tmp_path):
     """Run one job in a subprocess against this test's databases; fails with its stderr."""
-    home = tmp_path / "dagster_home"
-    home.mkdir()
+    runner = job_runner(env_for, tmp_path)
 
     def run(job: str, run_config: dict | None = None, **env: str) -> str:
-        argv = [str(BIN / "dagster"), "job", "execute", "-m", "msgx_dagster.definitions", "-j", job]
-        if run_config is not None:
-            config = tmp_path / f"{job}.json"
-            config.write_text(json.dumps(run_config))
-            argv += ["-c", str(config)]
-        proc = subprocess.run(argv, env=env_for(DAGSTER_HOME=str(home), **env), capture_output=True,
-                              text=True, timeout=300)
+        proc = runner(job, run_config, **env)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc.stdout + proc.stderr
 
     return run
-
-
-def _op_config(op: str, **config: object) -> dict:
-    return {"ops": {op: {"config": config}}}
 
 
 def _scalar(app, sql: str, **params):
@@ -63,7 +48,7 @@ def test_backfill_job_marks_what_the_pump_left(app, execute):
     ids = [app.mailbox.put(gtdt("J2", (1, f"A{i}"))) for i in range(3)]
     app.pump(PumpOptions(inline_backfill=False)).run()
     assert not any(app.mailbox.processed_at(ids).values())
-    execute("backfill_job", _op_config("backfill_op", max_seconds=5.0))
+    execute("backfill_job", op_config("backfill_op", max_seconds=5.0))
     assert all(app.mailbox.processed_at(ids).values())
 
 
@@ -73,7 +58,7 @@ def test_dispatch_job_drains_the_outbox_to_kafka(app, execute, kafka_bootstrap, 
     app.mailbox.put(gtdt("J3", (1, "A1")))
     app.pump().run()
     assert _scalar(app, "SELECT count(*) FROM msg_event WHERE sent_at IS NULL") == 2
-    execute("dispatch_job", _op_config("dispatch_op", run_for_s=0.0), MSGX_KAFKA_BOOTSTRAP=kafka_bootstrap,
+    execute("dispatch_job", op_config("dispatch_op", run_for_s=0.0), MSGX_KAFKA_BOOTSTRAP=kafka_bootstrap,
             **topics)
     assert _scalar(app, "SELECT count(*) FROM msg_event WHERE sent_at IS NULL") == 0
     (record,) = kafka_reader(kafka_bootstrap, topics["MSGX_TOPIC_MSG"], at_least=1)
@@ -98,7 +83,7 @@ def test_request_tracking_job_sends_a_registered_request(app, execute):
     from msgx_engine.requests.tracker import RequestTracker
 
     req = RequestTracker(app.engine, app.mailbox, app.clock).register_rqrd("GLST").req_id
-    execute("request_tracking_job", _op_config("request_tracking_op", run_for_s=0.0))
+    execute("request_tracking_job", op_config("request_tracking_op", run_for_s=0.0))
     assert _scalar(app, "SELECT status FROM req_track WHERE req_id = :r", r=req) == "SENT"
     with app.mailbox.engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM coutmsgs")).scalar_one() == 1
