@@ -1,16 +1,18 @@
 """Every asset check, next to the assets they describe: backlog age and dead letters on the
-message queue, delivery lag on the outbox, drift of the Redis projection."""
+message queue, delivery lag on the outbox, drift of the Redis projection, the stand -> airbridge
+mapping of the reference data."""
 
 from datetime import UTC, datetime
 
 import dagster as dg
 
-from msgx_dagster.assets.specs import OUTBOX, PROC_STATE, PROJECTION
+from msgx_dagster.assets.specs import OUTBOX, PROC_STATE, PROJECTION, REFERENCE_DATA
 from msgx_dagster.jobs.dispatch import outbox_figures
 from msgx_dagster.jobs.projection import NOT_CONFIGURED as PROJECTION_NOT_CONFIGURED
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery.projection import Projection, connect
 from msgx_engine.monitor import Backlog, backlog
+from msgx_engine.store.bridges import mapping_status
 
 MAX_HEAD_AGE_S = 600.0
 MAX_UNSENT_AGE_S = 120.0
@@ -62,4 +64,12 @@ def projection_drift_check(msgx: MsgxResource) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(passed=drift.total == 0, metadata={"configured": True, **drift.as_metadata()})
 
 
-CHECKS = [backlog_age_check, dead_letters_check, outbox_delivery_check, projection_drift_check]
+@dg.asset_check(asset=REFERENCE_DATA, description="The stand -> airbridge mapping (ABDG) is loaded and no live "
+                "flight publishes its stands with ABDG null (US-14 AC3).")
+def stand_mapping_check(msgx: MsgxResource) -> dg.AssetCheckResult:
+    with msgx.open_app() as app, app.engine.connect() as conn:
+        status = mapping_status(conn)
+    return dg.AssetCheckResult(passed=status.loaded and status.flights_unknown == 0, metadata=status.as_metadata())
+
+
+CHECKS = [backlog_age_check, dead_letters_check, outbox_delivery_check, projection_drift_check, stand_mapping_check]

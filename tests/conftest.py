@@ -7,6 +7,7 @@ is skipped silently.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import psycopg
 import pymysql
 import pytest
 
+from msgx_engine import cli
 from msgx_engine.app import App
 from msgx_engine.clock import ManualClock
 from msgx_engine.config import Settings
@@ -332,3 +334,20 @@ def read_topic(bootstrap: str, topic: str, at_least: int, timeout_s: float = 30.
 @pytest.fixture
 def kafka_reader():
     return read_topic
+
+
+@pytest.fixture
+def msgx(settings, monkeypatch, capsys):
+    """Run ``msgx ARGS`` in process against the test's databases; returns (exit code, stdout JSON or text)."""
+    for key in [k for k in os.environ if k.startswith("MSGX_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
+    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
+    monkeypatch.setenv("MSGX_HOME", str(settings.home))
+
+    def run(*argv: str):
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, (json.loads(out) if code == 0 else err)
+
+    return run

@@ -35,7 +35,8 @@ from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answere
 from msgx_engine.handlers.decision import Decision, Plan
 from msgx_engine.handlers.extract import Unmapped, entry_of, text_of
 from msgx_engine.sis.catalogue import reference_entry
-from msgx_engine.sis.decode import SisMessage
+from msgx_engine.sis.decode import Meta, SisMessage
+from msgx_engine.state.bridges import ABDG
 
 REPLACE_STYPS = ("DNLD", "RESP")      # the whole category is replaced (D17)
 UPSERT_STYPS = ("ADD", "UPD")
@@ -96,6 +97,14 @@ class RefPlan(Plan):
     @property
     def replaces(self) -> bool:
         return self.styp in REPLACE_STYPS
+
+
+@dataclass(frozen=True)
+class BridgeRefresh(Plan):
+    """After an ABDG message's ``RefPlan``: re-derive the airbridges of every live flight the new
+    mapping changes (D27), with this message's META on their events."""
+
+    meta: Meta
 
 
 def _entry_value(el: etree._Element, shape: RecordShape) -> str | dict[str, str] | None:
@@ -218,10 +227,11 @@ def decide(msg: SisMessage, ctx: ReferenceContext) -> Decision:
         return Decision.skip("unsupported", str(exc))
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
+    plans: tuple[Plan, ...] = (ref_plan, BridgeRefresh(msg.meta)) if ref_plan.rtype == ABDG else (ref_plan,)
     if msg.meta.styp != "RESP":
-        return Decision.apply(plans=(ref_plan,))
+        return Decision.apply(plans=plans)
     skip = unanswerable(msg, ctx.request)
     if skip:
         return Decision.skip("no_request", skip)
     assert ctx.request is not None
-    return Decision.apply(plans=(ref_plan, RequestCompletion(ctx.request.req_id)))
+    return Decision.apply(plans=(*plans, RequestCompletion(ctx.request.req_id)))

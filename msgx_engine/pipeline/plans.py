@@ -17,9 +17,10 @@ from sqlalchemy import Connection
 from msgx_engine.handlers.answers import RequestCompletion
 from msgx_engine.handlers.decision import Plan
 from msgx_engine.handlers.eror import RequestFailure
-from msgx_engine.handlers.reference import RefPlan
+from msgx_engine.handlers.reference import BridgeRefresh, RefPlan
 from msgx_engine.handlers.seasons import SeasonPlan
 from msgx_engine.handlers.snapshot import SnapshotPlan
+from msgx_engine.store.bridges import refresh_bridges
 from msgx_engine.store.ledger import write_snapshot
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.reference import write_reference
@@ -39,6 +40,7 @@ def _entry(kind: type[P], writer: Callable[[Connection, P, int, datetime], list[
 WRITERS: dict[type[Plan], PlanWriter] = dict([
     _entry(SnapshotPlan, write_snapshot),
     _entry(RefPlan, write_reference),
+    _entry(BridgeRefresh, refresh_bridges),
     _entry(SeasonPlan, write_season),
     _entry(RequestCompletion, complete_request),
     _entry(RequestFailure, fail_request),

@@ -47,8 +47,11 @@ from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
 from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
+from msgx_engine.state.bridges import STAND_KEYS, BridgeMap, derive, needs_derivation, stands_of
 from msgx_engine.state.model import FlightState, apply
+from msgx_engine.state.serialize import document_changes
 from msgx_engine.store import locks, outbox, queue
+from msgx_engine.store.bridges import BridgeReader
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.queue import HistoryRow, QueueHead, Status
@@ -272,7 +275,7 @@ class Processor:
         write, and the unique constraint on identity_key refuses a clash, which rolls the whole
         transaction back before the clash is classified. One round trip less per message."""
         msg_id = head.msg_id
-        states, events = next_states(routed, msg_id, msg.meta)
+        states, events = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id))
         decision = routed.decision
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
@@ -443,9 +446,12 @@ class Processor:
         return None
 
 
-def next_states(routed: routing.Routed, msg_id: int, meta: Meta) -> tuple[list[FlightState], list[OutboxRow]]:
-    """The decision's flight changes applied to the loaded states (pure): the states to write and
-    their outbox events. A change for a missing flight that may not create it is dropped."""
+def next_states(routed: routing.Routed, msg_id: int, meta: Meta,
+                bridges: Callable[[], BridgeMap | None] = lambda: None) -> tuple[list[FlightState], list[OutboxRow]]:
+    """The decision's flight changes applied to the loaded states: the states to write and their
+    outbox events. A change for a missing flight that may not create it is dropped. A state whose
+    stands changed (or that is new or restored) gets its airbridges derived (D27) from
+    ``bridges()``, called at most once and only then: most messages never read the mapping."""
     current = dict(routed.flights)
     states: list[FlightState] = []
     events: list[OutboxRow] = []
@@ -458,9 +464,16 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta) -> tuple[list[F
         state = result.state
         if change.delete:
             state = replace(state, deleted=True)
+        changed, cleared = result.changed, result.cleared
+        rederived = needs_derivation(before, state)
+        if rederived:
+            state = derive(state, bridges() if stands_of(state) else None)
+        if rederived or changed & STAND_KEYS:     # the derived keys may have moved with them
+            derived, gone = document_changes(base, state)
+            changed, cleared = changed | derived, cleared | gone
         current[change.flid] = state
         states.append(state)
-        events += outbox.change_events(msg_id, meta, state, result.changed, result.cleared)
+        events += outbox.change_events(msg_id, meta, state, changed, cleared)
     return states, events
 
 

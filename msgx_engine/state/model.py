@@ -76,6 +76,10 @@ class FlightState:
     state_version: int = 0
     last_message_id: int | None = None
     deleted: bool = False
+    # Derived, not a message field (``state.bridges``, D27): each stand the flight names -> the
+    # sorted codes of the airbridges serving it; None while nothing is derived (no stand, or the
+    # ABDG reference data was never loaded). ``apply`` keeps it; the writer re-derives it.
+    bridges: Mapping[str, tuple[str, ...]] | None = None
 
     def get(self, key: str) -> Value | None:
         return self.fields.get(key)

@@ -1,7 +1,8 @@
 """Whole-state serialisation: the ``schd`` payload and the Redis projection value (FS §5.5, §6.2).
 
 Keys sorted, collections as JSON arrays (never strings), cleared values absent, compact
-separators and no ASCII escaping: equal states give equal bytes.
+separators and no ASCII escaping: equal states give equal bytes. The derived airbridges (D27) are
+published inside the document: ``ABDG`` in each PSDT entry, ``STND_ABDG`` beside ``STND``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ from collections.abc import Mapping
 from datetime import date
 from types import MappingProxyType
 
+from msgx_engine.state.bridges import publish, unpublish
 from msgx_engine.state.model import FlightState, Value, freeze_entry, kind_of
+
+BOOKKEEPING = frozenset({"FLID", "STATE_VERSION", "FDAY"})
 
 
 def plain(value: Value) -> object:
@@ -28,7 +32,18 @@ def state_document(state: FlightState) -> dict:
         doc["FDAY"] = state.fday.isoformat()
     for key, value in state.fields.items():
         doc[key] = plain(value)
+    publish(state, doc)
     return doc
+
+
+def document_changes(before: FlightState, after: FlightState) -> tuple[frozenset[str], frozenset[str]]:
+    """The published keys whose value differs between two states (derived keys included), and the
+    subset ``after`` no longer has: what a ``msg`` change event lists when only derived content
+    moved."""
+    old, new = state_document(before), state_document(after)
+    keys = (old.keys() | new.keys()) - BOOKKEEPING
+    changed = frozenset(k for k in keys if (k in old) != (k in new) or old.get(k) != new.get(k))
+    return changed, frozenset(k for k in changed if k not in new)
 
 
 def dumps(doc: object) -> str:
@@ -49,6 +64,7 @@ def state_from_json(text: str) -> FlightState:
     flid = doc.pop("FLID")
     version = doc.pop("STATE_VERSION")
     fday = doc.pop("FDAY", None)
+    bridges = unpublish(doc)
     fields: dict[str, Value] = {}
     for key, value in doc.items():
         kind = kind_of(key)
@@ -59,4 +75,5 @@ def state_from_json(text: str) -> FlightState:
         else:
             fields[key] = value
     return FlightState(flid=flid, fields=MappingProxyType(dict(sorted(fields.items()))),
-                       fday=date.fromisoformat(fday) if fday else None, state_version=version)
+                       fday=date.fromisoformat(fday) if fday else None, state_version=version,
+                       bridges=bridges)

@@ -18,6 +18,7 @@ from typing import Any, cast
 from sqlalchemy import Connection, func, select
 
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
+from msgx_engine.state.bridges import from_column, to_column
 from msgx_engine.state.model import FlightState, Value, freeze_entry
 from msgx_engine.store.tables import detail_tables, flight_schd
 
@@ -100,7 +101,7 @@ def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
     row: dict[str, object] = {
         "flid": state.flid, "fday": state.fday, "state_version": state.state_version,
         "last_message_id": state.last_message_id, "deleted": state.deleted,
-        "deleted_at": now if state.deleted else None,
+        "deleted_at": now if state.deleted else None, "stand_bridges": to_column(state.bridges),
     }
     for name in SCALARS:
         row[name.lower()] = state.get(name)
@@ -169,7 +170,8 @@ class FlightRepository:
             states[flid] = FlightState(
                 flid=flid, fields=MappingProxyType(dict(sorted(fields_by_flid[flid].items()))),
                 fday=date.fromisoformat(fday) if fday else None, state_version=r["state_version"],
-                last_message_id=r.get("last_message_id"), deleted=r["deleted"])
+                last_message_id=r.get("last_message_id"), deleted=r["deleted"],
+                bridges=from_column(r.get("stand_bridges")))
         return states
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:

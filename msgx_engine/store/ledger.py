@@ -20,7 +20,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.handlers.snapshot import Head, Ledger, SnapshotPlan
+from msgx_engine.state.bridges import with_bridges
 from msgx_engine.store import outbox
+from msgx_engine.store.bridges import BridgeReader
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.tables import flight_schd, schd_gen, schd_gen_flid, schd_gen_run
@@ -60,14 +62,15 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
 def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datetime) -> list[OutboxRow]:
     """Transaction-1 write of an accepted snapshot; returns its ``schd`` outbox rows."""
     version = advance_version(conn, plan.ledger, msg_id, now)
-    FlightRepository(conn).persist_next_states(plan.written)
+    written = with_bridges(plan.written, BridgeReader(conn, msg_id))
+    FlightRepository(conn).persist_next_states(written)
     tombstones = soft_delete(conn, plan.deleted, msg_id, now)
     replace_members(conn, plan.day, plan.ledger.members, plan.members)
     record_run(conn, msg_id, plan, version, now)
     if plan.kept_later:
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
-    return [outbox.state_event(msg_id, s) for s in plan.written] + tombstones
+    return [outbox.state_event(msg_id, s) for s in written] + tombstones
 
 
 def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime) -> int:

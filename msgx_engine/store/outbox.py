@@ -25,7 +25,7 @@ from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, 
 
 from msgx_engine.sis.decode import Meta
 from msgx_engine.state.model import FlightState
-from msgx_engine.state.serialize import dumps, plain, state_json, tombstone_json
+from msgx_engine.state.serialize import dumps, state_document, state_json, tombstone_json
 from msgx_engine.store.tables import msg_event
 
 log = logging.getLogger(__name__)
@@ -71,11 +71,11 @@ def tombstone_event(msg_id: int, flid: str, state_version: int) -> OutboxRow:
 
 
 def change_payload(msg_id: int, meta: Meta, state: FlightState, changed: Iterable[str],
-                   cleared: Iterable[str]) -> str:
-    changes: dict[str, object] = {}
-    for key in sorted(set(changed) | set(cleared)):
-        value = state.fields.get(key)
-        changes[key] = None if value is None else plain(value)
+                   cleared: Iterable[str], document: dict[str, object] | None = None) -> str:
+    """The ``msg`` notification: the changed keys with their published values (null when cleared),
+    taken from the whole-state document, so derived keys (PSDT ``ABDG``, ``STND_ABDG``) appear too."""
+    whole = document if document is not None else state_document(state)
+    changes = {key: whole.get(key) for key in sorted(set(changed) | set(cleared))}
     doc = {"CHANGES": changes, "DELETED": state.deleted, "FLID": state.flid, "MSG_ID": msg_id,
            "SEQN": meta.seqn, "SNDR": meta.sndr, "STATE_VERSION": state.state_version,
            "STYP": meta.styp, "TYPE": meta.type}
@@ -86,9 +86,12 @@ def change_events(msg_id: int, meta: Meta, state: FlightState, changed: Iterable
                   cleared: Iterable[str]) -> list[OutboxRow]:
     """A dynamic message's two events per changed flight (FS §5.5): the ``msg`` change
     notification and the ``schd`` whole state (or tombstone)."""
+    document = state_document(state)
     change = OutboxRow(msg_id, state.flid, TOPIC_MSG, "change", state.state_version,
-                       change_payload(msg_id, meta, state, changed, cleared))
-    return [change, state_event(msg_id, state)]
+                       change_payload(msg_id, meta, state, changed, cleared, document))
+    if state.deleted:
+        return [change, tombstone_event(msg_id, state.flid, state.state_version)]
+    return [change, OutboxRow(msg_id, state.flid, TOPIC_SCHD, "state", state.state_version, dumps(document))]
 
 
 # --- dispatcher (reads and marks) -------------------------------------------------------------

@@ -9,8 +9,10 @@ trip per record:
 - ADD/UPD: one bulk upsert;
 - DEL: one DELETE by key (a missing key deletes nothing: the row is already gone).
 
-``batch_id`` is the mailbox id of the message that last wrote the row, ``source`` its SNDR. No
-outbox events: reference data touches no flight, and no consumer subscribes to it yet.
+``batch_id`` is the mailbox id of the message that last wrote the row, ``source`` its SNDR. A
+full package also records the category in ``ref_load`` (loaded whole, by which message, when).
+No outbox events here: the one category flights derive from (ABDG, D27) is followed by its own
+plan, ``BridgeRefresh`` (``store.bridges``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.handlers.reference import RefPlan
 from msgx_engine.store.outbox import OutboxRow
-from msgx_engine.store.tables import ref_master
+from msgx_engine.store.tables import ref_load, ref_master
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,10 @@ def write_reference(conn: Connection, p: RefPlan, msg_id: int, now: datetime) ->
         removed = conn.execute(delete(ref_master).where(ref_master.c.rtype == p.rtype,
                                                         ref_master.c.rkey == any_(_KEYS)),
                                {"keys": list(p.keys)}).rowcount
+    if p.replaces:
+        loaded = pg_insert(ref_load).values(rtype=p.rtype, msg_id=msg_id, loaded_at=now)
+        conn.execute(loaded.on_conflict_do_update(index_elements=["rtype"],
+                                                  set_={"msg_id": msg_id, "loaded_at": now}))
     if p.records:
         conn.execute(_UPSERT, [{"rtype": p.rtype, "rkey": key, "fields": fields, "source": p.source,
                                 "batch_id": msg_id, "refreshed_at": now} for key, fields in p.records])

@@ -46,6 +46,7 @@ flight_schd = Table(
     _ts("created_at", nullable=False, server_default=func.now()),
     _ts("updated_at", nullable=False, server_default=func.now()),
     *[Column(c, Text) for c in flight_columns()],
+    Column("stand_bridges", Text),   # derived airbridges per stand, JSON (state.bridges, D27; 0007)
 )
 
 
@@ -227,6 +228,16 @@ ref_master = Table(
     Column("batch_id", BigInteger),
     _ts("refreshed_at", nullable=False, server_default=func.now()),
     PrimaryKeyConstraint("rtype", "rkey", name="ref_master_pkey"),
+)
+
+# Reference categories a full package (DNLD/RESP) has replaced, and when (0007). The airbridge
+# mapping is known only once ABDG is here (US-14 AC3).
+ref_load = Table(
+    "ref_load",
+    metadata,
+    Column("rtype", Text, primary_key=True),
+    Column("msg_id", BigInteger),
+    _ts("loaded_at", nullable=False, server_default=func.now()),
 )
 
 # --- snapshot runs and seasonal schedules (migration 0002) --------------------------------------

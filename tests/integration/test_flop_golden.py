@@ -36,6 +36,8 @@ from msgx_engine.store.tables import (
     msg_event,
     proc_state,
     proc_state_hst,
+    ref_load,
+    ref_master,
 )
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -56,7 +58,7 @@ def golden_app(pg_dbs, mysql_dbs, tmp_path_factory):
 def _reset(app: App) -> None:
     with app.engine.begin() as conn:
         for table in (*detail_tables.values(), flight_schd, msg_event, proc_state, proc_state_hst,
-                      backfill_todo, intake_gap):
+                      backfill_todo, intake_gap, ref_master, ref_load):
             conn.execute(delete(table))
     with app.mailbox.engine.connect() as conn:
         conn.execute(text("TRUNCATE TABLE cminmsgs"))

@@ -62,3 +62,33 @@ def test_0004_moves_port_values_and_back(pg_dbs):
         assert tuple(row) == ("O", "10AUG181855")
     finally:
         engine.dispose()
+
+
+def test_0007_derives_the_airbridges_of_existing_flights(pg_dbs):
+    """D27, US-14: 0007 marks categories already in ref_master as loaded and fills
+    flight_schd.stand_bridges from the ABDG rows (codes in code-point order, [] for remote stands);
+    without ABDG rows nothing is derived (NULL = unknown)."""
+    import json
+
+    from sqlalchemy import text
+
+    engine = make_engine(pg_dbs.fresh(migrated=False))
+    try:
+        migrate.upgrade(engine, "0006")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO ref_master (rtype, rkey, fields) VALUES "
+                              "('ABDG', 'b2', '{\"ABCD\":\"b2\",\"STND\":[\"111\",\"112\"]}'), "
+                              "('ABDG', 'B1', '{\"ABCD\":\"B1\",\"STND\":[\"111\"]}'), "
+                              "('GLST', 'G1', '{\"GCOD\":\"G1\"}')"))
+            conn.execute(text("INSERT INTO flight_schd (flid, stnd) VALUES ('F1', '112'), ('F2', NULL), ('F3', 'R9')"))
+            conn.execute(text("INSERT INTO flight_stand_plan (flid, ordinal, record_version, psst) "
+                              "VALUES ('F1', 1, 1, '111')"))
+        migrate.upgrade(engine, "0007")
+        with engine.connect() as conn:
+            loaded = sorted(r[0] for r in conn.execute(text("SELECT rtype FROM ref_load")))
+            rows = dict(conn.execute(text("SELECT flid, stand_bridges FROM flight_schd")).fetchall())
+        assert loaded == ["ABDG", "GLST"]
+        assert json.loads(rows["F1"]) == {"111": ["B1", "b2"], "112": ["b2"]}
+        assert json.loads(rows["F3"]) == {"R9": []} and rows["F2"] is None
+    finally:
+        engine.dispose()

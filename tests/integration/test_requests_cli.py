@@ -3,30 +3,8 @@ send and time out in one round; refusals exit 2 without registering."""
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
 from sqlalchemy import text
-
-from msgx_engine import cli
-
-
-@pytest.fixture
-def msgx(settings, monkeypatch, capsys):
-    """Run ``msgx ARGS`` in process against the test's databases; returns (exit code, stdout JSON or text)."""
-    for key in [k for k in os.environ if k.startswith("MSGX_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
-    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
-    monkeypatch.setenv("MSGX_HOME", str(settings.home))
-
-    def run(*argv: str):
-        code = cli.main(list(argv))
-        out, err = capsys.readouterr()
-        return code, (json.loads(out) if code == 0 else err)
-
-    return run
 
 
 def statuses(app) -> list[tuple]:

@@ -45,3 +45,11 @@ def test_definitions_register_request_tracking():
     assert by_job["request_tracking_job"].default_status == dg.DefaultScheduleStatus.RUNNING
     assert by_job["snapshot_request_job"].default_status == dg.DefaultScheduleStatus.RUNNING
     assert by_job["reference_refresh_job"].default_status == dg.DefaultScheduleStatus.STOPPED
+
+
+def test_the_stand_mapping_has_its_asset_check():
+    """US-14 AC3, D27: the reference data asset carries the stand -> airbridge mapping check."""
+    from msgx_dagster.assets.specs import REFERENCE_DATA
+
+    graph = defs.resolve_asset_graph()
+    assert any(k.asset_key == REFERENCE_DATA and k.name == "stand_mapping_check" for k in graph.asset_check_keys)

@@ -22,8 +22,16 @@ def _decide(mtype: str, styp: str, body: str, request: OpenRequest | None = None
 def _plan(mtype: str, styp: str, body: str, **kw):
     decision = _decide(mtype, styp, body, **kw)
     assert decision.outcome == APPLY, decision.detail
-    (plan,) = decision.plans
-    return plan
+    return decision.plans[0]
+
+
+def test_an_abdg_message_also_refreshes_the_airbridges_d27():
+    """D27: every ABDG write is followed by a BridgeRefresh plan carrying its META; other types not."""
+    abdg = _decide("ABDG", "UPD", "<RECS>1</RECS><ABDG><ABCD>1</ABCD><STND>5</STND></ABDG>")
+    assert [type(p).__name__ for p in abdg.plans] == ["RefPlan", "BridgeRefresh"]
+    assert abdg.plans[1].meta.type == "ABDG"
+    glst = _decide("GLST", "ADD", "<RECS>1</RECS><GLST><GCOD>1</GCOD></GLST>")
+    assert [type(p).__name__ for p in glst.plans] == ["RefPlan"]
 
 
 def test_every_reference_type_has_a_key_in_the_catalogue():

@@ -13,7 +13,7 @@ from builders import envelope, flop, state
 from msgx_engine.handlers.answers import RequestCompletion
 from msgx_engine.handlers.decision import APPLY, SKIP, Decision, FlightChange, Plan
 from msgx_engine.handlers.eror import RequestFailure
-from msgx_engine.handlers.reference import RefPlan
+from msgx_engine.handlers.reference import BridgeRefresh, RefPlan
 from msgx_engine.handlers.seasons import SeasonPlan
 from msgx_engine.handlers.snapshot import SnapshotPlan
 from msgx_engine.pipeline import plans, routing
@@ -63,7 +63,7 @@ def test_a_route_loads_its_typed_context_once_and_decides_once(monkeypatch):
 
 def test_every_plan_kind_has_a_writer_and_an_unknown_plan_is_refused():
     """The typed registry covers every plan the handlers make; a plan nobody writes is an error."""
-    assert {SnapshotPlan, RefPlan, SeasonPlan, RequestCompletion, RequestFailure} == set(plans.WRITERS)
+    assert {SnapshotPlan, RefPlan, BridgeRefresh, SeasonPlan, RequestCompletion, RequestFailure} == set(plans.WRITERS)
 
     class Stray(Plan):
         pass

@@ -1,0 +1,114 @@
+"""The stand -> airbridge mapping as the store keeps it (US-14, D27): read from the ABDG reference
+category, derived into every flight state written, re-derived when the category changes.
+
+- ``read_bridges``: the mapping from ``ref_master`` (one statement), or None while the ABDG
+  category has never been loaded whole (no DNLD/RESP in ``ref_load``): ADD/UPD records alone are
+  not a complete mapping (US-14 AC3), so a stand is then published with ``ABDG: null``.
+- ``BridgeReader``: reads the mapping at most once per transaction, only when a written state
+  names a stand, and raises the ALERT when the mapping is missing (the flight is still written:
+  the queue never waits for reference data).
+- ``refresh_bridges``: the writer of ``BridgeRefresh`` (after an ABDG message's ``RefPlan`` in the
+  same transaction): every live flight whose stored airbridges differ from the new mapping is
+  rewritten through ``store.refresh`` (version +1, msg/schd events). Deleted flights are left:
+  restoring one derives its airbridges afresh (``state.bridges.needs_derivation``).
+- ``mapping_status``: the figures of the Dagster asset check on the reference data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from msgx_engine.handlers.reference import BridgeRefresh
+from msgx_engine.state.bridges import ABDG, BridgeMap, bridge_map, bridges_for, derive, from_column
+from msgx_engine.store.outbox import OutboxRow
+from msgx_engine.store.refresh import refresh_flights
+
+log = logging.getLogger(__name__)
+
+_MAPPING_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM ref_load WHERE rtype = %(rtype)s) AS loaded, "
+    "(SELECT json_agg(json_build_array(rkey, fields)) FROM ref_master WHERE rtype = %(rtype)s) AS records")
+# Live flights naming a stand, with what is stored for them (one pass over flight_schd + PSDT rows).
+_NAMED_STANDS_SQL = (
+    "SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
+    "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid "
+    "WHERE NOT f.deleted AND (f.stnd IS NOT NULL OR p.psst IS NOT NULL) GROUP BY f.flid")
+
+
+def read_bridges(conn: Connection) -> BridgeMap | None:
+    """The current mapping (stand -> sorted airbridge codes), or None when ABDG was never loaded."""
+    loaded, records = conn.exec_driver_sql(_MAPPING_SQL, {"rtype": ABDG}).one()
+    if not loaded:
+        return None
+    if isinstance(records, str):
+        records = json.loads(records)
+    return bridge_map((code, json.loads(fields)) for code, fields in records or ())
+
+
+class BridgeReader:
+    """The mapping for one transaction, read on first use; alerts once when it is missing."""
+
+    def __init__(self, conn: Connection, msg_id: int) -> None:
+        self.conn = conn
+        self.msg_id = msg_id
+        self._read = False
+        self._mapping: BridgeMap | None = None
+
+    def __call__(self) -> BridgeMap | None:
+        if not self._read:
+            self._mapping = read_bridges(self.conn)
+            self._read = True
+            if self._mapping is None:
+                log.error("ALERT stand->airbridge mapping missing: the ABDG reference data was never loaded; "
+                          "mailbox id %s writes its stands with ABDG null (US-14 AC3)", self.msg_id)
+        return self._mapping
+
+
+def stale_flights(conn: Connection, mapping: BridgeMap | None) -> list[str]:
+    """Live flights whose stored airbridges differ from what ``mapping`` gives their stands."""
+    stale = []
+    for flid, stored, stnd, pssts in conn.exec_driver_sql(_NAMED_STANDS_SQL):
+        stands = set(pssts or ()) | ({stnd} if stnd else set())
+        if bridges_for(stands, mapping) != from_column(stored):
+            stale.append(flid)
+    return stale
+
+
+def refresh_bridges(conn: Connection, plan: BridgeRefresh, msg_id: int, now: datetime) -> list[OutboxRow]:
+    """Re-derive every live flight the new ABDG data affects, in the ABDG message's transaction 1."""
+    mapping = read_bridges(conn)
+    stale = stale_flights(conn, mapping)
+    events = refresh_flights(conn, stale, lambda state: derive(state, mapping), msg_id=msg_id, meta=plan.meta,
+                             now=now)
+    if stale:
+        log.info("mailbox id %s ABDG/%s re-derived the airbridges of %d flight(s)", msg_id, plan.meta.styp,
+                 len(stale))
+    return events
+
+
+@dataclass(frozen=True)
+class MappingStatus:
+    """For the asset check (US-14 AC3): is the mapping known, and how many live flights name a
+    stand whose airbridges are published as null."""
+
+    loaded: bool
+    flights_unknown: int
+
+    def as_metadata(self) -> dict[str, bool | int]:
+        return {"abdg_loaded": self.loaded, "flights_with_abdg_null": self.flights_unknown}
+
+
+_UNKNOWN_SQL = (
+    "SELECT EXISTS (SELECT 1 FROM ref_load WHERE rtype = %(rtype)s), count(*) FROM flight_schd f "
+    "WHERE NOT f.deleted AND f.stand_bridges IS NULL AND (f.stnd IS NOT NULL OR EXISTS "
+    "(SELECT 1 FROM flight_stand_plan p WHERE p.flid = f.flid AND p.psst IS NOT NULL))")
+
+
+def mapping_status(conn: Connection) -> MappingStatus:
+    loaded, unknown = conn.exec_driver_sql(_UNKNOWN_SQL, {"rtype": ABDG}).one()
+    return MappingStatus(bool(loaded), int(unknown))
