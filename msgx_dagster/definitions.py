@@ -6,6 +6,7 @@ import dagster as dg
 
 from msgx_dagster.assets.specs import ASSET_SPECS
 from msgx_dagster.checks import CHECKS
+from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.projection import projection_rebuild_job
@@ -19,7 +20,8 @@ from msgx_dagster.sensors import SENSORS
 defs = dg.Definitions(
     assets=ASSET_SPECS,
     asset_checks=CHECKS,
-    jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job],
+    jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
+          archive_job],
     sensors=SENSORS,
     schedules=SCHEDULES,
     resources=resources_for_env(),

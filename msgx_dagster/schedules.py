@@ -4,6 +4,7 @@ the daily request jobs run on airport local time."""
 
 import dagster as dg
 
+from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
@@ -29,5 +30,9 @@ reference_refresh_schedule = dg.ScheduleDefinition(job=reference_refresh_job, cr
                                                    execution_timezone=AIRPORT_TZ,
                                                    default_status=dg.DefaultScheduleStatus.STOPPED)
 
-SCHEDULES = [backfill_schedule, dispatch_schedule, request_tracking_schedule, snapshot_request_schedule,
-             reference_refresh_schedule]
+# Archiving once a day in the quiet hours (US-11); the retention comes from MSGX_ARCHIVE_AFTER.
+archive_schedule = dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
+                                         default_status=dg.DefaultScheduleStatus.RUNNING)
+
+SCHEDULES = [archive_schedule, backfill_schedule, dispatch_schedule, request_tracking_schedule,
+             snapshot_request_schedule, reference_refresh_schedule]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -10,8 +11,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from msgx_engine.clock import Clock, DatabaseClock
 from msgx_engine.config import ConfigError, Settings
 from msgx_engine.db import make_engine
-from msgx_engine.delivery.projection import post_commit_hooks
+from msgx_engine.delivery.projection import Projection, connect, post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
+from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import PostCommitHook, Processor
@@ -62,6 +64,17 @@ class App:
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),
                     Backfill(self.mailbox, self.clock), options, **kw)
+
+    def archiver(self) -> Archiver:
+        """Archiving, with the Redis projection told about retired and purged flights when configured."""
+        projection = Projection(connect(self.settings.redis_url)) if self.settings.redis_url else None
+        return Archiver(self.engine, self.clock, projection=projection)
+
+    def archive_policy(self, older_than: timedelta | None = None, batch: int = 1000) -> ArchivePolicy:
+        s = self.settings
+        return ArchivePolicy(older_than=s.archive_after if older_than is None else older_than,
+                             identity_window=s.identity_window, purge_after=s.purge_after,
+                             ledger_retention=s.ledger_retention, batch=batch)
 
     def dispose(self) -> None:
         self.engine.dispose()

@@ -30,6 +30,14 @@ def _float(name: str, default: float) -> float:
         raise ConfigError(f"{name}={raw!r} is not a number") from exc
 
 
+def _duration(name: str, default: str, *, low: timedelta | None = None,
+              high: timedelta | None = None) -> timedelta:
+    value = parse_duration(_env(name) or default, name=name)
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ConfigError(f"{name}={_env(name)!r} is outside its allowed range")
+    return value
+
+
 class ConfigError(RuntimeError):
     """A configuration that msgx refuses to start with (OPS-1)."""
 
@@ -70,6 +78,10 @@ class Settings:
     intake_batch: int = 500
     max_body_bytes: int = 10 * 1024 * 1024
     split_transactions: bool = False   # force two commits per message even without a post-commit step
+    archive_after: timedelta = timedelta(days=1)        # MSGX_ARCHIVE_AFTER, 1d-7d (US-11 AC1)
+    identity_window: timedelta = timedelta(hours=24)    # MSGX_IDENTITY_WINDOW (D26)
+    purge_after: timedelta = timedelta(days=7)          # MSGX_PURGE_AFTER: unowned and deleted flights (FS §7)
+    ledger_retention: timedelta = timedelta(days=30)    # MSGX_LEDGER_RETENTION: snapshot ledgers (FS §3.6)
     schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)
 
     @property
@@ -100,6 +112,10 @@ class Settings:
             gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
             split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
             schd_format=_schd_format(),
+            archive_after=_duration("MSGX_ARCHIVE_AFTER", "1d", low=timedelta(days=1), high=timedelta(days=7)),
+            identity_window=_duration("MSGX_IDENTITY_WINDOW", "24h"),
+            purge_after=_duration("MSGX_PURGE_AFTER", "7d", low=timedelta(days=1)),
+            ledger_retention=_duration("MSGX_LEDGER_RETENTION", "30d", low=timedelta(days=1)),
         )
 
     def resolved(self) -> Settings:

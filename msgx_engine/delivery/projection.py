@@ -119,6 +119,23 @@ class Projection:
         """The post-commit hook (``Processor.post_commit``): raises on a Redis failure (INV-23)."""
         self.apply(states)
 
+    def remove(self, versions: Sequence[tuple[str, int]]) -> int:
+        """Remove flights deleted outside a message (archiving retires unowned rows), version-guarded."""
+        args: list[str | int] = []
+        for flid, version in versions:
+            args += [flid, version, REMOVE]
+        return int(self._write(keys=[self.key, self.version_key], args=args)) if args else 0
+
+    def forget(self, flids: Sequence[str]) -> int:
+        """Drop purged rows from both hashes: a FLID created again starts its versions anew."""
+        removed = 0
+        for chunk in _chunks(list(flids)):
+            pipe = self.client.pipeline()
+            pipe.hdel(self.key, *chunk)
+            pipe.hdel(self.version_key, *chunk)
+            removed += int(pipe.execute()[1])
+        return removed
+
     def get(self, flid: str) -> str | None:
         return cast("str | None", self.client.hget(self.key, flid))
 

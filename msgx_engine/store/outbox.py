@@ -21,12 +21,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import astuple, dataclass, fields
 from datetime import datetime
 
-from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, update
+from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, union_all, update
 
 from msgx_engine.sis.decode import Meta
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import dumps, state_document, state_json, tombstone_json
-from msgx_engine.store.tables import msg_event
+from msgx_engine.store.tables import msg_event, msg_event_archive
 
 log = logging.getLogger(__name__)
 
@@ -229,9 +229,9 @@ def event_summaries(conn: Connection, msg_ids: Sequence[int]) -> dict[int, Event
 
 @dataclass(frozen=True)
 class FlightTrail:
-    """A flight's outbox trail around one message in mailbox order: the state version the
-    message saw (the newest one written by a smaller mailbox id; 0 when none) and the later
-    messages (larger ids) that have changed the flight since."""
+    """A flight's outbox trail around one message in mailbox order, archived events included: the
+    state version the message saw (the newest one written by a smaller mailbox id; 0 when none)
+    and the later messages (larger ids) that have changed the flight since."""
 
     seen_version: int = 0
     later_messages: int = 0
@@ -242,10 +242,12 @@ def flight_trails(conn: Connection, msg_id: int, flids: Sequence[str]) -> dict[s
     """``FlightTrail`` of each of ``flids`` around ``msg_id`` (one statement)."""
     if not flids:
         return {}
-    c = msg_event.c
+    both = union_all(*[select(t.c.flid, t.c.msg_id, t.c.state_version).where(t.c.flid.in_(list(flids)))
+                       for t in (msg_event, msg_event_archive)]).subquery()
+    c = both.c
     rows = conn.execute(select(
         c.flid,
         func.coalesce(func.max(c.state_version).filter(c.msg_id < msg_id), 0),
         func.count(func.distinct(c.msg_id)).filter(c.msg_id > msg_id),
-        func.max(c.msg_id).filter(c.msg_id > msg_id)).where(c.flid.in_(list(flids))).group_by(c.flid))
+        func.max(c.msg_id).filter(c.msg_id > msg_id)).group_by(c.flid))
     return {r[0]: FlightTrail(int(r[1]), int(r[2]), r[3]) for r in rows}

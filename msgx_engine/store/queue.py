@@ -22,7 +22,7 @@ from sqlalchemy import Connection, Select, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
-from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state
+from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state, proc_state_archive
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,11 @@ def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now
 
 # --- intake (registration and gaps) ----------------------------------------------------------------
 def max_registered(conn: Connection) -> int:
-    return int(conn.execute(select(func.coalesce(func.max(proc_state.c.msg_id), 0))).scalar_one())
+    """The largest mailbox id ever registered, archived ones included (two index lookups), so the
+    PK-bounded scan stays where it was after archiving (DESIGN §2.1)."""
+    return int(conn.execute(select(func.greatest(
+        select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
+        select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery()))).scalar_one())
 
 
 def open_gaps(conn: Connection, limit: int = 1000) -> list[int]:
@@ -192,6 +196,8 @@ def unregistered(conn: Connection, ids: list[int]) -> list[int]:
     if not ids:
         return []
     known = {r[0] for r in conn.execute(select(proc_state.c.msg_id).where(proc_state.c.msg_id.in_(ids)))}
+    known |= {r[0] for r in conn.execute(select(proc_state_archive.c.msg_id)       # never twice (US-11 AC3)
+                                         .where(proc_state_archive.c.msg_id.in_(ids)))}
     return [i for i in ids if i not in known]
 
 

@@ -326,3 +326,24 @@ operator_audit_item = Table(
     PrimaryKeyConstraint("audit_id", "msg_id", name="operator_audit_item_pkey"),
 )
 Index("operator_audit_item_msg_idx", operator_audit_item.c.msg_id)
+
+
+# --- the archive (migration 0008; owner: store/archive.py) -----------------------------------------
+def _archive_copy(source: Table, name: str, *extra: Column) -> Table:
+    """An archive table with ``source``'s columns (same names, types, nullability; no defaults or
+    unique constraints: archiving copies values) plus ``extra``."""
+    columns = [Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable, autoincrement=False)
+               for c in source.columns]
+    return Table(name, metadata, *columns, *extra)
+
+
+proc_state_archive = _archive_copy(
+    proc_state, "proc_state_archive",
+    Column("mark_status", Text),            # the backfill todo's outcome: DONE | ALREADY | FAILED
+    _ts("marked_at"),
+    _ts("archived_at", nullable=False, server_default=func.now()))
+proc_state_hst_archive = _archive_copy(proc_state_hst, "proc_state_hst_archive")
+Index("proc_state_hst_archive_msg_idx", proc_state_hst_archive.c.msg_id)
+msg_event_archive = _archive_copy(msg_event, "msg_event_archive")
+Index("msg_event_archive_msg_idx", msg_event_archive.c.msg_id)
+Index("msg_event_archive_flid_idx", msg_event_archive.c.flid, msg_event_archive.c.msg_id)

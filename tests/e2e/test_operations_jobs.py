@@ -4,9 +4,10 @@ msgx_dagster.definitions -j <job> -c <run config>`` in a subprocess (DESIGN §4,
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from msgx_engine.store import audit
-from tests.builders import gtdt
+from tests.builders import envelope, gtdt
 from tests.dagster_support import job_runner, op_config
 from tests.fault_support import fault_fixture, until_dead  # noqa: F401  (the `fault` fixture)
 from tests.pipeline_support import drain_now, gates, proc
@@ -55,3 +56,24 @@ def test_replay_job_previews_then_applies_with_audit(app, clock, fault, job):
     with app.engine.connect() as conn:
         entries = audit.entries(conn, action="replay")
     assert [(e.operator, e.outcome["requeued"]) for e in entries] == [("ops-desk", 0), ("ops-desk", 1)]
+
+
+def test_archive_job_moves_finished_messages_with_counts(app, job):
+    """US-11: archive_job runs the same code as `msgx archive`; the retention comes from the run
+    config (or MSGX_ARCHIVE_AFTER), the counts are run metadata; a dry run moves nothing."""
+    ids = [app.mailbox.put(envelope("LDM", "NONE", "<LDM/>\n")) for _ in range(3)]
+    drain_now(app)
+    code, out = job("archive_job", op_config("archive_op", older_than="0s", dry_run=True))
+    assert code == 0, out[-3000:]
+    with app.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM proc_state_archive")).scalar_one() == 0
+    code, out = job("archive_job", op_config("archive_op", older_than="0s", batch=2))
+    assert code == 0, out[-3000:]
+    assert "proc_state" in out and "archived or removed" in out
+    with app.engine.connect() as conn:
+        assert sorted(r[0] for r in conn.execute(text("SELECT msg_id FROM proc_state_archive"))) == ids
+        assert conn.execute(text("SELECT count(*) FROM proc_state")).scalar_one() == 0
+        [entry] = audit.entries(conn, action="archive")
+    assert entry.operator.startswith("archive_job:") and entry.outcome["proc_state"] == 3
+    code, out = job("archive_job", op_config("archive_op", older_than="2w"))
+    assert code != 0 and "not a duration" in out
