@@ -1,11 +1,12 @@
-"""SCHD-ADFT (FS §4.2): an ad-hoc flight record that creates or wholly rewrites one flight.
+"""SCHD-ADFT (FS §4.2, D21): an ad-hoc flight record, merged like every increment.
 
-Each FLTR is the flight's whole state: every catalogue field it does not carry is cleared
-(``full_state_commands``), its ``fday`` is kept (NULL for a new flight: ADFT never joins a day's
-generation), and a soft-deleted flight comes back (INV-29). ADFT is upsert only: no generation,
-no diff delete, no request completion. FFID is the AODB's readable identity, not content: an
-ADFT record without one keeps the stored FFID. A record that rewrites nothing is a no-op
-(value-equal comparison, US-05 AC5).
+Each FLTR is an increment (INV-14b, US-05 AC2 "missing vs explicitly empty"): a field it carries
+is set, a field it carries empty is cleared, a field it does not carry keeps its value, and a
+carried collection replaces that collection whole. It is not a snapshot, so D1 does not apply.
+The flight's ``fday`` is kept (NULL for a new flight: ADFT never joins a day's generation), and a
+soft-deleted flight comes back (INV-29) with the record merged over what it held. ADFT is upsert
+only: no generation, no diff delete, no request completion. A record that changes nothing is a
+no-op (value-equal comparison, US-05 AC5).
 """
 
 from __future__ import annotations
@@ -14,14 +15,14 @@ from collections.abc import Mapping
 
 from lxml import etree
 
-from msgx_engine.handlers.changes import effective, fields_from_values
+from msgx_engine.handlers.changes import commands_from_values, effective
 from msgx_engine.handlers.decision import Decision, FlightChange
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
-from msgx_engine.state.model import Clear, FlightState, full_state_commands
+from msgx_engine.state.model import FlightState
 
-# The peer refuses an ADFT/FLTR without these; a whole-state rewrite missing them would wipe the
-# flight's identity, so we refuse it too (DEAD(malformed)).
+# The peer refuses an ADFT/FLTR without these (carried and not empty), so we refuse it too
+# (DEAD(malformed)): an ADFT also creates flights, which need their identity.
 MANDATORY = ("ALCD", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT")
 
 
@@ -62,20 +63,18 @@ def adft_flids(msg: SisMessage) -> list[str]:
     return [text_of(r.find("FLID")) for r in msg.root.iterfind("SCHD/FLTR") if text_of(r.find("FLID"))]
 
 
-def record_change(record: etree._Element, before: FlightState | None) -> FlightChange:
+def record_change(record: etree._Element) -> FlightChange:
+    """One FLTR as an increment (D21): commands for what it carries, and it restores (INV-29)."""
     values = block_values(record)
     missing = [k for k in MANDATORY if not values.get(k)]
     if missing:
         raise Unmapped(f"ADFT record lacks mandatory {','.join(missing)}")
-    cmds = full_state_commands(fields_from_values(values))
-    if "FFID" not in values and before is not None:
-        cmds = [c for c in cmds if c != Clear("FFID")]
-    return FlightChange(flid=record_flid(record), commands=tuple(cmds), undelete=True)
+    return FlightChange(flid=record_flid(record), commands=tuple(commands_from_values(values)), undelete=True)
 
 
 def handle_adft(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:
     try:
-        changes = [record_change(r, current.get(record_flid(r))) for r in adft_records(msg)]
+        changes = [record_change(r) for r in adft_records(msg)]
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
     return Decision.apply(*(c for c in (effective(ch, current.get(ch.flid)) for ch in changes) if c))

@@ -62,7 +62,7 @@ def commands_from_values(values: Mapping[str, object]) -> list[Command]:
 
 
 def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
-    """The state fields a whole-record message (ADFT) carries: present, non-empty values only."""
+    """The state fields a whole-record message (a snapshot FLTR) carries: present, non-empty values only."""
     fields: dict[str, Value] = {}
     for key, value in values.items():
         if value is CLEAR:

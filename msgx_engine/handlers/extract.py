@@ -12,6 +12,7 @@ from msgx_engine.sis.fields import (
     COLLECTION_BY_KEY,
     OBJECT_BY_KEY,
     SCALARS,
+    SEQUENCE_MAX,
     TEXT_GROUP_BY_KEY,
     CollectionSpec,
     ObjectSpec,
@@ -61,23 +62,40 @@ def entry_of(el: etree._Element, *, seq_attr: str | None, children: tuple[str, .
 
 def collection_entries(elements: list[etree._Element],
                        spec: CollectionSpec | TextGroupSpec) -> list[dict[str, str]] | None:
-    """Entries of a repeated group in input order; None means Clear (every sequence is "0").
+    """Entries of a repeated group in input order; None means Clear (every element empty, or every
+    sequence "0").
 
-    Zero mixed with non-zero sequences is a structural error (D7, FS §5.2).
+    The one place every message line (FLOP, ADFT, snapshot FLTR) checks a group (D25, US-03 AC2):
+    at most ``spec.max_entries`` entries, and where the group is sequenced every entry carries an
+    integer sequence 0..999, no two alike. Zero mixed with non-zero sequences is a structural error
+    (D7, FS §5.2).
     """
+    if len(elements) > spec.max_entries:
+        raise Unmapped(f"{spec.key}: {len(elements)} entries exceed the limit of {spec.max_entries}")
     attrs = getattr(spec, "attrs", ())
     text = getattr(spec, "text", False)
     entries = [entry_of(e, seq_attr=spec.seq_attr, children=spec.children, attrs=attrs, text=text)
                for e in elements]
-    if spec.seq_attr:
-        zeros = [e.get(spec.seq_attr, "").strip() == "0" for e in entries]
-        if all(zeros):
-            return None
-        if any(zeros):
-            raise Unmapped(f"{spec.key}: {spec.seq_attr}=0 mixed with other entries")
-    if all(not e or set(e) <= {spec.seq_attr} for e in entries) and all(is_empty(x) for x in elements):
+    if all(is_empty(x) for x in elements):
         return None
+    if spec.seq_attr:
+        sequences = [sequence_number(spec, e.get(spec.seq_attr, "")) for e in entries]
+        if all(n == 0 for n in sequences):
+            return None
+        if 0 in sequences:
+            raise Unmapped(f"{spec.key}: {spec.seq_attr}=0 mixed with other entries")
+        repeated = sorted({n for n in sequences if sequences.count(n) > 1})
+        if repeated:
+            raise Unmapped(f"{spec.key}: {spec.seq_attr} {', '.join(map(str, repeated))} appears more than once")
     return entries
+
+
+def sequence_number(spec: CollectionSpec | TextGroupSpec, raw: str) -> int:
+    """A sequence attribute's value as an integer 0..999 (D25), or Unmapped naming it."""
+    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > 3 or int(raw) > SEQUENCE_MAX:
+        shown = raw if len(raw) <= 20 else raw[:20] + "..."
+        raise Unmapped(f"{spec.key}@{spec.seq_attr}={shown!r} is not an integer 0..{SEQUENCE_MAX}")
+    return int(raw)
 
 
 def object_value(el: etree._Element, spec: ObjectSpec) -> dict[str, str] | None:

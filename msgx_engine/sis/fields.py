@@ -9,6 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# D25, FS §6: a sequence attribute is an integer 0..999, and a repeated group holds at most this
+# many entries in one message (a route at most ROUTE_CAP points): more is a malformed message.
+SEQUENCE_MAX = 999
+GROUP_CAP = 64
+ROUTE_CAP = 16
+
 # Flight scalars: one column each on ``flight_schd`` (lower-case element name).
 SCALARS: tuple[str, ...] = (
     "FFID", "ALCD", "FLNO", "MVIN", "SODT", "FLTY", "FLIN", "ACFT", "RENO", "ALSC",
@@ -30,6 +36,7 @@ class CollectionSpec:
     attrs: tuple[str, ...] = ()   # further attributes, one column each (DELY@CODE ...)
     text: bool = False            # the element's own text is a value (DELY)
     route_kind: str | None = None  # ROUT/ERUT share flight_route_point
+    max_entries: int = GROUP_CAP   # entries one message may carry (D25)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -47,9 +54,9 @@ COLLECTIONS: tuple[CollectionSpec, ...] = (
     CollectionSpec("ABTM", "flight_bridge_op", "ASNO", ("ABDG", "ABOP", "AOTM")),
     CollectionSpec("CHOT", "flight_chock_op", "CSNO", ("CHTM", "CHID", "CHST")),
     CollectionSpec("ROUT", "flight_route_point", "RTNO", ("APCD", "SCAT", "SCDT", "SADC", "SDDC"),
-                   route_kind="ROUT"),
+                   route_kind="ROUT", max_entries=ROUTE_CAP),
     CollectionSpec("ERUT", "flight_route_point", "RTNO", ("APCD", "SCAT", "SCDT", "SADC", "SDDC"),
-                   route_kind="ERUT"),
+                   route_kind="ERUT", max_entries=ROUTE_CAP),
 )
 COLLECTION_BY_KEY: dict[str, CollectionSpec] = {c.key: c for c in COLLECTIONS}
 DETAIL_TABLES: tuple[str, ...] = tuple(dict.fromkeys(c.table for c in COLLECTIONS))
@@ -89,6 +96,7 @@ class TextGroupSpec:
     key: str
     seq_attr: str | None
     children: tuple[str, ...]
+    max_entries: int = GROUP_CAP   # entries one message may carry (D25)
 
     @property
     def column(self) -> str:

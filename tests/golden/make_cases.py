@@ -210,6 +210,34 @@ def cross_cutting(w: Writer) -> None:
            ["FS §6.2", "D7"], [prior()], [{"sample": "FDIV/01_FDIV.xml"}, {"sample": "FDIV/04_FDIV.xml"}])
 
 
+def sequence_cases(w: Writer) -> None:
+    """D25, US-03 AC2: bad sequence attributes and oversized groups are DEAD(malformed), nothing written."""
+    spec = ["US-03 AC2", "D25", "FS §6"]
+    old = [prior(with_old=("GTDT",))]
+
+    def gates(*seqs: str) -> str:
+        return "".join(f'\t\t<GTDT GTNO="{n}"><GATE>G{i}</GATE></GTDT>\n' for i, n in enumerate(seqs))
+
+    w.case("GTDT", "sequence_not_integer", 'GTNO="abc": DEAD(malformed), the old gates stay', spec, old,
+           [flop("GTDT", FLID, gates("1", "abc"))])
+    w.case("GTDT", "sequence_out_of_range", 'GTNO="1000": DEAD(malformed)', spec, old,
+           [flop("GTDT", FLID, gates("1000"))])
+    w.case("GTDT", "sequence_repeated", "GTNO 2 twice in one message: DEAD(malformed)", spec, old,
+           [flop("GTDT", FLID, gates("1", "2", "2"))])
+    w.case("GTDT", "over_cap", "65 gates (the cap is 64): DEAD(malformed)", spec, old,
+           [flop("GTDT", FLID, gates(*(str(n) for n in range(1, 66))))])
+    w.case("GTDT", "at_cap", "64 gates: accepted, in input order", spec, old,
+           [flop("GTDT", FLID, gates(*(str(n) for n in range(1, 65))))])
+    points = "".join(f'\t\t<ROUT RTNO="{n}"><APCD>A{n:02d}</APCD></ROUT>\n' for n in range(1, 18))
+    w.case("ROUT", "over_cap", "17 route points (the cap is 16): DEAD(malformed)", spec, [prior(with_old=("ROUT",))],
+           [flop("ROUT", FLID, points)])
+    w.case("PSHT", "sequence_repeated", "PSHN 1 twice in one text group: DEAD(malformed)", spec,
+           [prior(with_old=("PSHT",))],
+           [flop("PSHT", FLID, '\t\t<PSHT PSHN="1"><PSTM>A</PSTM></PSHT>\n\t\t<PSHT PSHN="1"><PSTM>B</PSTM></PSHT>\n')])
+    w.case("ADFT", "sequence_repeated", "ADFT record with CKNO 1 twice: DEAD(malformed), nothing created", spec, [],
+           [adft(fltr("900", '<CKDT CKNO="1"><CHKC>01</CHKC></CKDT><CKDT CKNO="1"><CHKC>02</CHKC></CKDT>'))])
+
+
 def fdel_cases(w: Writer) -> None:
     spec = ["US-05 AC4", "INV-21", "INV-22", "C-25", "D2"]
     mafl = [{"FLID": "15", "ALCD": "MU", "FLNO": "MU501"}, {"FLID": "16", "ALCD": "FM", "FLNO": "FM901"}]
@@ -255,14 +283,25 @@ def adft(*records: str, recs: int | None = None) -> str:
 def adft_cases(w: Writer) -> None:
     spec = ["US-05 AC2", "FS §4.2"]
     gates = '<GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="2"><GATE>A2</GATE></GTDT>'
-    w.case("ADFT", "new_flight", "ADFT for an unknown FLID creates it, fday NULL", spec, [],
+    w.case("ADFT", "new_flight", "ADFT for an unknown FLID creates it, fday NULL (D21)", spec + ["D21"], [],
            [adft(fltr("900", "<STND>S1</STND>" + gates))])
     rich = prior("900", with_old=("GTDT", "FDIV", "SRVT"), FDAY="2021-01-23", FFID="CA-CA101-A-12DEC031345-D",
                  STND="S9", ESTT="12DEC031400")
-    w.case("ADFT", "rewrite", "ADFT wholly rewrites: fields it omits are cleared, fday and FFID kept",
-           spec + ["D1"], [rich], [adft(fltr("900", "<STND>S1</STND>" + gates))])
-    w.case("ADFT", "restore_deleted", "ADFT for a soft-deleted flight restores it (INV-29)", spec + ["INV-29"],
-           [prior("900", DELETED=True, STND="S9", ACFT="333", FLTY="W", FLIN="D")],
+    increment = spec + ["D21", "INV-14b"]
+    w.case("ADFT", "merge", "ADFT merges (D21): carried STND set, carried GTDT replaced whole; FDIV, SRVT, ESTT, "
+           "FFID and fday it does not carry are kept", increment, [rich],
+           [adft(fltr("900", "<STND>S1</STND>" + gates))])
+    busy = prior("900", FDAY="2021-01-23", STND="101", ESTT="12DEC031400", ACFT="333", FLTY="W", FLIN="D",
+                 GTDT=[{"GTNO": "1", "GATE": "A1"}])
+    w.case("ADFT", "keeps_uncarried", "ADFT carrying only the identity and a new aircraft type: stand, gate and "
+           "ESTT are kept, only ACFT changes (INV-14b, US-05 AC2)", increment, [busy],
+           [adft(fltr("900").replace("<ACFT>333</ACFT>", "<ACFT>738</ACFT>"))])
+    w.case("ADFT", "carried_empty_clears", "ADFT carrying STND and FDIV empty and GTDT with GTNO=0: those are "
+           "cleared (D7), the uncarried ESTT and SRVT are kept", increment + ["D7"], [rich],
+           [adft(fltr("900", '<STND></STND><FDIV></FDIV><GTDT GTNO="0"/>'))])
+    w.case("ADFT", "restore_deleted", "ADFT for a soft-deleted flight restores it (INV-29), merged over what it "
+           "held: STND set, ESTT kept", increment + ["INV-29"],
+           [prior("900", DELETED=True, STND="S9", ACFT="333", FLTY="W", FLIN="D", ESTT="12DEC031400")],
            [adft(fltr("900", "<STND>S1</STND>"))])
     same = prior("900", ACFT="333", FLTY="W", FLIN="D", STND="S1")
     w.case("ADFT", "same_content", "ADFT equal to the stored state: no version bump, no event (US-05 AC5)",
@@ -293,6 +332,7 @@ def main() -> None:
     cross_cutting(w)
     fdel_cases(w)
     adft_cases(w)
+    sequence_cases(w)
     for child in HERE.iterdir():
         if child.is_dir() and not any(child.glob("*.case.json")):
             shutil.rmtree(child)

@@ -125,7 +125,7 @@ def test_equal_states_serialise_to_equal_bytes(state, rnd):
 @settings(max_examples=100, deadline=None)
 @given(states(), states())
 def test_full_state_commands_make_exactly_those_fields(before, target):
-    """D1 / FS §4.2 ADFT: a whole-state rewrite leaves exactly the target's fields, whatever was there."""
+    """D1 (a snapshot FLTR): a whole-state rewrite leaves exactly the target's fields, whatever was there."""
     result = apply(before, full_state_commands(target.fields), message_id=1)
     assert result.state.fields == target.fields
     assert SCALAR_KEYS & set(result.cleared) <= set(before.fields)
