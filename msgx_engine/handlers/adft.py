@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 from lxml import etree
 
+from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.changes import commands_from_values, effective
 from msgx_engine.handlers.decision import Decision, FlightChange
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
@@ -69,7 +70,8 @@ def record_change(record: etree._Element) -> FlightChange:
     missing = [k for k in MANDATORY if not values.get(k)]
     if missing:
         raise Unmapped(f"ADFT record lacks mandatory {','.join(missing)}")
-    return FlightChange(flid=record_flid(record), commands=tuple(commands_from_values(values)), undelete=True)
+    commands = codeshare.strip_derived(commands_from_values(values))     # MAFL is derived (D30)
+    return FlightChange(flid=record_flid(record), commands=tuple(commands), undelete=True)
 
 
 def handle_adft(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:

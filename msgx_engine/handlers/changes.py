@@ -1,24 +1,28 @@
 """From extracted element values to ``FlightChange``s, shared by the FLOP, FDEL and ADFT handlers.
 
-Two rules live here so that every message line applies them the same way:
+Three rules live here so that every message line applies them the same way:
 
 - values -> commands (FS §5.2, D7): a present scalar or object is ``Set``, a present collection or
   text group is ``Replace`` (input order kept), a present-but-empty element is ``Clear``;
 - value-equal filtering (US-05 AC5): a change that would leave a flight exactly as it is (same
   fields, same day, same deleted flag) is dropped, so a re-sent value neither bumps
   ``state_version`` nor emits events. A soft-deleted flight only comes back through ADFT (INV-29);
-  other messages for it have no effect.
+  other messages for it have no effect;
+- change -> next state (``next_state``): the one pure step from a change to the state it leads to,
+  used by the pipeline to write it and by the derived-field rules to see what a message does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import cast
 
+from msgx_engine.handlers.codeshare import Children
 from msgx_engine.handlers.decision import FlightChange
 from msgx_engine.handlers.extract import CLEAR
 from msgx_engine.state.model import (
+    Applied,
     Clear,
     Command,
     FlightState,
@@ -33,19 +37,15 @@ from msgx_engine.state.model import (
 
 @dataclass(frozen=True)
 class FlightsContext:
-    """What the flight-changing routes (FLOP, ADFT) load: the current states of the message's
-    flights, read and row-locked under the writer lock in transaction 1."""
+    """What the flight-changing routes (FLOP, FDEL, ADFT) load: the current states of the message's
+    flights, read and row-locked under the writer lock in transaction 1; FDEL also loads the live
+    code-share children of its targets (``children``, for the cascade of C-25)."""
 
     flights: Mapping[str, FlightState] = field(default_factory=dict)
+    children: Children = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class FdelContext:
-    """FDEL also needs the code-share relatives (INV-21/22): ``flights`` holds the targets, their
-    masters (MAID) and their live children; ``children`` maps each target to its live children."""
-
-    flights: Mapping[str, FlightState] = field(default_factory=dict)
-    children: Mapping[str, list[str]] = field(default_factory=dict)
+Transitions = Mapping[str, tuple[FlightState | None, FlightState]]
 
 
 def commands_from_values(values: Mapping[str, object]) -> list[Command]:
@@ -97,3 +97,42 @@ def group_by_flid(pairs: Iterable[tuple[str, list[Command]]]) -> dict[str, list[
     for flid, cmds in pairs:
         grouped.setdefault(flid, []).extend(cmds)
     return grouped
+
+
+def next_state(change: FlightChange, before: FlightState | None, message_id: int | None) -> Applied | None:
+    """The state ``change`` leads to from ``before`` (None: a missing flight it may not create)."""
+    if before is None and not change.create:
+        return None
+    result = apply(before or FlightState.new(change.flid), change.commands, message_id=message_id,
+                   fday=change.fday, undelete=change.undelete)
+    if change.delete:
+        result = replace(result, state=replace(result.state, deleted=True))
+    return result
+
+
+def transitions(changes: Sequence[FlightChange], current: Mapping[str, FlightState]) -> Transitions:
+    """Each flight a decision writes: (its state before the message, its state after all of the
+    message's changes to it, in order)."""
+    out: dict[str, tuple[FlightState | None, FlightState]] = {}
+    for change in changes:
+        before = current.get(change.flid)
+        now = out[change.flid][1] if change.flid in out else before
+        result = next_state(change, now, None)
+        if result is not None:
+            out[change.flid] = (before, result.state)
+    return out
+
+
+def merge_changes(changes: Sequence[FlightChange], extra: Iterable[FlightChange]) -> tuple[FlightChange, ...]:
+    """``changes`` with ``extra`` folded in: a further change to a flight already changed joins
+    that change (its commands appended), so each flight is still written once per message."""
+    merged = {c.flid: c for c in changes}
+    order = [c.flid for c in changes]
+    for change in extra:
+        if change.flid in merged:
+            first = merged[change.flid]
+            merged[change.flid] = replace(first, commands=first.commands + change.commands)
+        else:
+            merged[change.flid] = change
+            order.append(change.flid)
+    return tuple(merged[f] for f in order)

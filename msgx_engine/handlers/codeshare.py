@@ -1,61 +1,168 @@
-"""Code-share relations (INV-21/22, US-05 AC4/AC5, C-25): pure rules over loaded states.
+"""Code-share relations (D30; INV-21/22, US-05 AC4/AC5, C-25): pure rules over loaded states.
 
-A code-share child carries ``MAID`` = its master's FLID; the master's ``MAFL`` text group lists
-its children (entries FLID/ALCD/FLNO) and is what consumers read. Deleting a child removes it
-from its master's MAFL, which changes (and so notifies) the master; deleting a master deletes
-every live child with it. All of it is one Decision, so one transaction: no half-deleted pair.
-The loader (``FlightRepository.load_with_relatives``) reads targets, masters and children by MAID.
+A code-share child carries ``MAID`` = its master's FLID; that column is the one authority for the
+relation. The master's ``MAFL`` text group (entries FLID/ALCD/FLNO) is **derived** from it: the
+live children, each with its own ALCD and FLNO, ordered by FLID. So:
+
+- deleting a master deletes its live children in the same Decision, hence the same transaction
+  (``delete_flights``: FDEL; the snapshot's diff delete applies ``cascade`` to its plan);
+- a child's create, restore, delete, MAID change or ALCD/FLNO change re-derives the MAFL of the
+  masters it left and joined, and a master created or restored gets the MAFL of the children
+  already waiting for it (``refresh_masters``). A master whose MAFL changes is written like any
+  changed flight: new version, ``msg`` and ``schd`` events, projection;
+- a MAFL carried by a message (FLOP MAFL, ADFT, snapshot FLTR) is not stored (``DERIVED``): what
+  consumers read must follow the children msgx holds, and no message that does not carry MAFL
+  (a snapshot clears what it omits, D1) may clear it. docs/decisions.md C1 records this.
+
+Nothing here reads the store: the route loads the children (``ChildRef``) of every flight whose
+MAFL may change, and the flights it refreshes, under the writer lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from msgx_engine.handlers.decision import FlightChange
-from msgx_engine.state.model import FlightState, Replace
+from msgx_engine.state.model import Command, Entry, FlightState, Replace, freeze_entry
+
+MAFL = "MAFL"
+DERIVED: frozenset[str] = frozenset({MAFL})   # fields msgx derives; a message never sets them
+_IDENTITY = ("MAID", "ALCD", "FLNO")          # what a child contributes to its master's MAFL
 
 
-def master_of(state: FlightState) -> str | None:
+@dataclass(frozen=True)
+class ChildRef:
+    """A live code-share child as its master's MAFL lists it."""
+
+    flid: str
+    alcd: str | None = None
+    flno: str | None = None
+
+    @staticmethod
+    def of(state: FlightState) -> ChildRef:
+        alcd, flno = state.get("ALCD"), state.get("FLNO")
+        return ChildRef(state.flid, alcd if isinstance(alcd, str) else None, flno if isinstance(flno, str) else None)
+
+
+Children = Mapping[str, Sequence[ChildRef]]     # master FLID -> its live children as stored
+
+
+def flid_order(flid: str) -> tuple[int, str]:
+    """FLIDs in numeric order (they are digit strings), deterministic for any other string."""
+    return len(flid), flid
+
+
+def master_of(state: FlightState | None) -> str | None:
+    """The master a live child points at (None for a deleted flight or a non-child)."""
+    if state is None or state.deleted:
+        return None
     maid = state.get("MAID")
-    return maid if isinstance(maid, str) and maid != state.flid else None
+    return maid if isinstance(maid, str) and maid and maid != state.flid else None
 
 
-def _live(flights: Mapping[str, FlightState], flid: str) -> bool:
-    state = flights.get(flid)
+def _live(state: FlightState | None) -> bool:
     return state is not None and not state.deleted
 
 
-def without_children(master: FlightState, gone: set[str]) -> FlightChange | None:
-    """The master's MAFL minus ``gone``; None if none of them was listed (nothing to notify)."""
-    mafl = master.entries("MAFL")
-    kept = tuple(e for e in mafl if e.get("FLID") not in gone)
-    if len(kept) == len(mafl):
-        return None
-    return FlightChange(flid=master.flid, commands=(Replace("MAFL", kept),), create=False)
+def strip_derived(commands: Iterable[Command]) -> list[Command]:
+    """A message's commands without the derived fields (see the module doc)."""
+    return [c for c in commands if c.key not in DERIVED]
+
+
+def mafl(children: Iterable[ChildRef]) -> tuple[Entry, ...]:
+    """The derived MAFL: one entry per live child, ordered by FLID (numerically for digit FLIDs)."""
+    entries = []
+    for ref in sorted(children, key=lambda r: flid_order(r.flid)):
+        entry = {"FLID": ref.flid}
+        if ref.alcd:
+            entry["ALCD"] = ref.alcd
+        if ref.flno:
+            entry["FLNO"] = ref.flno
+        entries.append(freeze_entry(entry))
+    return tuple(entries)
+
+
+# --- which masters a message touches ------------------------------------------------------------
+def touched_masters(before: FlightState | None, after: FlightState) -> set[str]:
+    """Masters whose MAFL a flight's transition may change: the one it left and the one it joined,
+    when it came to life, died, or changed MAID, ALCD or FLNO."""
+    old, new = master_of(before), master_of(after)
+    if old is None and new is None:
+        return set()
+    same = (before is not None and _live(before) == _live(after)
+            and all(before.get(k) == after.get(k) for k in _IDENTITY))
+    return set() if same else {m for m in (old, new) if m}
+
+
+def may_touch_masters(changes: Iterable[FlightChange], flights: Mapping[str, FlightState]) -> bool:
+    """A cheap first look (no state is computed): can these changes touch any master's MAFL? Only
+    a change to a child, to MAID, or one that creates or restores a flight can."""
+    for change in changes:
+        before = flights.get(change.flid)
+        if (before is None or before.deleted or master_of(before) is not None
+                or any(c.key == "MAID" for c in change.commands)):
+            return True
+    return False
+
+
+def masters_to_derive(transitions: Mapping[str, tuple[FlightState | None, FlightState]]) -> set[str]:
+    """Every flight whose MAFL this message may change: the masters its children touched, and
+    every flight it created or restored (children may already point at it)."""
+    wanted: set[str] = set()
+    for flid, (before, after) in transitions.items():
+        wanted |= touched_masters(before, after)
+        if _live(after) and not _live(before):
+            wanted.add(flid)
+    return wanted
+
+
+def derived_mafl(master: str, stored: Children, after: Mapping[str, FlightState]) -> tuple[Entry, ...]:
+    """``master``'s MAFL once the message's flights (``after``) are written: its stored live
+    children the message did not touch, plus the message's flights that are its live children."""
+    refs = {r.flid: r for r in stored.get(master, ()) if r.flid not in after}
+    refs.update((f, ChildRef.of(s)) for f, s in after.items() if master_of(s) == master)
+    return mafl(refs.values())
+
+
+# --- the change path (FLOP, FDEL, ADFT) ------------------------------------------------------------
+def refresh_masters(transitions: Mapping[str, tuple[FlightState | None, FlightState]],
+                    flights: Mapping[str, FlightState], stored: Children) -> list[FlightChange]:
+    """MAFL changes for every master the message touched (D30): a ``Replace`` with its derived
+    MAFL. ``flights`` are the stored states the route loaded; ``stored`` the live children of
+    each master. A master the message writes gets the change only where its MAFL after the message
+    differs, and none when the message deletes it; a master not loaded gets it unconditionally
+    (``create=False``: the pipeline loads it and drops the change if it is missing, deleted or
+    already right). A flight whose children were not read is left alone."""
+    after = {f: a for f, (_, a) in transitions.items()}
+    changes = []
+    for master in sorted(masters_to_derive(transitions), key=flid_order):
+        if master not in stored:
+            continue
+        derived = derived_mafl(master, stored, after)
+        state = after.get(master) or flights.get(master)
+        if state is not None and (state.deleted or derived == state.entries(MAFL)):
+            continue
+        changes.append(FlightChange(flid=master, commands=(Replace(MAFL, derived),), create=False))
+    return changes
 
 
 def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
-                   children: Mapping[str, list[str]]) -> list[FlightChange]:
-    """Soft-delete ``targets`` and their children; update the masters that survive.
+                   children: Children) -> list[FlightChange]:
+    """Soft-delete the live ``targets`` and, for a master, its live children (C-25, INV-21/22).
 
-    Missing or already deleted targets are skipped (FDEL is idempotent). Deletions come first,
-    then the master updates, each flight once.
-    """
+    Missing or already deleted targets are skipped (FDEL is idempotent); each flight is deleted
+    once. The children come from ``children`` (live when read); the pipeline loads their states.
+    The masters of deleted children are refreshed by ``refresh_masters`` afterwards."""
     doomed: list[str] = []
     for flid in targets:
-        if not _live(flights, flid) or flid in doomed:
+        if not _live(flights.get(flid)) or flid in doomed:
             continue
         doomed.append(flid)
-        doomed += [c for c in children.get(flid, []) if _live(flights, c) and c not in doomed]
-    removals: dict[str, set[str]] = {}
-    for flid in doomed:
-        master = master_of(flights[flid])
-        if master and master not in doomed and _live(flights, master):
-            removals.setdefault(master, set()).add(flid)
-    changes = [FlightChange(flid=f, commands=(), create=False, delete=True) for f in doomed]
-    for master, gone in removals.items():
-        change = without_children(flights[master], gone)
-        if change is not None:
-            changes.append(change)
-    return changes
+        doomed += [c for c in cascade([flid], children) if c not in doomed]
+    return [FlightChange(flid=f, commands=(), create=False, delete=True) for f in doomed]
 
+
+def cascade(masters: Iterable[str], children: Children) -> list[str]:
+    """The live children deleted with ``masters`` (C-25), in FLID order per master."""
+    return [r.flid for m in masters for r in sorted(children.get(m, ()), key=lambda r: flid_order(r.flid))]

@@ -74,10 +74,11 @@ def block_flid(block: etree._Element) -> str:
 
 
 def block_commands(block: etree._Element, styp: str) -> list[Command]:
-    """The commands one block of subtype ``styp`` asks for; [] when it carries no payload (TOBT/01)."""
+    """The commands one block of subtype ``styp`` asks for; [] when it carries no payload (TOBT/01)
+    or only a derived field (MAFL: checked, then left to its derivation, D30)."""
     allowed = SUBTYPE_ELEMENTS[styp]
     _check_block(block, styp, allowed)
-    cmds = commands_from_values(block_values(block, skip=IDENTITY_ELEMENTS))
+    cmds = codeshare.strip_derived(commands_from_values(block_values(block, skip=IDENTITY_ELEMENTS)))
     if not cmds:
         return []
     ffid = text_of(block.find("FFID"))
@@ -155,9 +156,9 @@ def fdel_targets(msg: SisMessage) -> list[str]:
     return targets
 
 
-def handle_fdel(msg: SisMessage, current: Mapping[str, FlightState],
-                children: Mapping[str, list[str]]) -> Decision:
-    """Soft delete with the code-share cascade (D2, INV-21/22); a missing target is a no-op."""
+def handle_fdel(msg: SisMessage, current: Mapping[str, FlightState], children: codeshare.Children) -> Decision:
+    """Soft delete with the code-share cascade (D2, INV-21/22, C-25); a missing target is a no-op.
+    The masters of deleted children are refreshed by the pipeline's MAFL derivation (D30)."""
     try:
         targets = fdel_targets(msg)
     except Unmapped as exc:

@@ -9,8 +9,11 @@ Three pure steps, each testable without a database:
    every flight's full state (D1) and returns a Decision carrying the whole ``SnapshotPlan`` (and
    the request completion of a RESP). Validation failures are DEAD and write nothing.
 3. ``plan_snapshot`` turns (package, current flight heads, old member list, message id) into what
-   to write: the flights to take over, the flights to soft delete (D2) and the ones left to a later
-   day (D3). The store (``store.ledger.write_snapshot``) only writes the plan.
+   to write: the flights to take over, the flights to soft delete (D2) with the live code-share
+   children of deleted masters (D30), and the ones left to a later day (D3). Every written flight
+   carries its derived MAFL (D30: never the package's); masters outside the package whose children
+   the snapshot changed get a MAFL change of their own (``outside_masters``). The store
+   (``store.ledger.write_snapshot``) only writes the plan.
 """
 
 from __future__ import annotations
@@ -18,17 +21,18 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from types import MappingProxyType
 
+from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
 from msgx_engine.handlers.changes import fields_from_values
-from msgx_engine.handlers.decision import Decision, Plan
+from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.times import dttm_local, sis_date
-from msgx_engine.state.model import FlightState, Value
+from msgx_engine.state.model import FlightState, Replace, Value
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class Outline:
 
     flids: tuple[str, ...]
     day: date | None          # DNLD day (majority SODT date, or META DTTM date when empty)
+    maids: frozenset[str] = frozenset()   # the masters the package's children name (D30)
 
 
 def outline(msg: SisMessage) -> Outline:
@@ -74,6 +79,7 @@ def outline(msg: SisMessage) -> Outline:
     flids: list[str] = []
     seen: set[str] = set()
     sodt_days: list[date] = []
+    maids: set[str] = set()
     for index, record in enumerate(records, start=1):
         flid = text_of(record.find("FLID"))
         if not flid:
@@ -85,7 +91,10 @@ def outline(msg: SisMessage) -> Outline:
         day = sis_date(text_of(record.find("SODT")))
         if day is not None:
             sodt_days.append(day)
-    return Outline(tuple(flids), _dnld_day(msg, flids, sodt_days))
+        maid = text_of(record.find("MAID"))
+        if maid:
+            maids.add(maid)
+    return Outline(tuple(flids), _dnld_day(msg, flids, sodt_days), frozenset(maids))
 
 
 def _dnld_day(msg: SisMessage, flids: Sequence[str], sodt_days: Sequence[date]) -> date | None:
@@ -105,8 +114,10 @@ Fields = Mapping[str, Value]
 
 def snapshot_fields(values: Mapping[str, object]) -> Fields:
     """A FLTR's values as a whole state (D1): present keys hold their value, everything else is
-    absent, i.e. cleared. Equal to ``apply(any_state, full_state_commands(fields)).state.fields``."""
-    return MappingProxyType(dict(sorted(fields_from_values(values).items())))
+    absent, i.e. cleared. Equal to ``apply(any_state, full_state_commands(fields)).state.fields``.
+    Derived fields (MAFL) are not taken from the package: ``plan_snapshot`` derives them (D30)."""
+    fields = fields_from_values(values)
+    return MappingProxyType({k: fields[k] for k in sorted(fields) if k not in codeshare.DERIVED})
 
 
 def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
@@ -125,6 +136,14 @@ class Head:
     state_version: int
     deleted: bool
     ffid: str | None = None
+    maid: str | None = None          # code-share: the master it points at, and what it adds to
+    alcd: str | None = None          # that master's MAFL (D30)
+    flno: str | None = None
+
+    def codeshare_state(self) -> FlightState:
+        """The part of the stored state the code-share rules read (D30)."""
+        parts = {k: v for k, v in (("MAID", self.maid), ("ALCD", self.alcd), ("FLNO", self.flno)) if v}
+        return FlightState(self.flid, MappingProxyType(parts), deleted=self.deleted)
 
 
 @dataclass(frozen=True)
@@ -147,6 +166,7 @@ class SnapshotInput:
     ledger: Ledger
     heads: Mapping[str, Head]
     request: OpenRequest | None
+    children: codeshare.Children = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -154,7 +174,8 @@ class SnapshotContext:
     """What the route loads for a SCHD DNLD/RESP under the writer lock (``pipeline.routing``).
 
     ``rejected`` is set when the package failed its whole-package checks (nothing else is read);
-    ``ledger`` is None when the day cannot be determined.
+    ``ledger`` is None when the day cannot be determined. ``children`` holds the live code-share
+    children of every flight the snapshot writes, may delete, or whose child it changes (D30).
     """
 
     msg_id: int
@@ -163,6 +184,7 @@ class SnapshotContext:
     request: OpenRequest | None = None
     ledger: Ledger | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
+    children: codeshare.Children = field(default_factory=dict)
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
@@ -187,10 +209,10 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
         log.info("snapshot %s for %s is the day's last message: replay short-circuit", ctx.msg_id, ctx.ledger.day)
         return Decision.apply()
     inp = SnapshotInput(styp=msg.meta.styp, day=ctx.ledger.day, flights=flights, ledger=ctx.ledger,
-                        heads=ctx.heads, request=request)
+                        heads=ctx.heads, request=request, children=ctx.children)
     plan = plan_snapshot(inp, ctx.msg_id)
     completion = (RequestCompletion(request.req_id),) if request is not None else ()
-    return Decision.apply(plans=(plan, *completion))
+    return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion))
 
 
 def _unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
@@ -232,20 +254,47 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
             kept_later.append(flid)
             continue
         if head is not None and head.ffid and "FFID" not in fields:
-            fields = _with_ffid(fields, head.ffid)
+            fields = _with(fields, "FFID", head.ffid)
         written.append(FlightState(flid=flid, fields=fields, fday=day,
                                    state_version=(head.state_version if head else 0) + 1,
                                    last_message_id=msg_id, deleted=False))
     members = frozenset(flid for flid, _ in inp.flights)
-    deleted = sorted(flid for flid in inp.ledger.members - members
-                     if _deletable(inp.heads.get(flid), day))
+    diff = sorted(flid for flid in inp.ledger.members - members
+                  if _deletable(inp.heads.get(flid), day))
+    # D30: a deleted master takes its live children with it, unless the package lists them
+    deleted = diff + sorted(set(codeshare.cascade(diff, inp.children)) - members - set(diff))
+    after = _after(written, deleted)
+    written = [replace(s, fields=_with(s.fields, codeshare.MAFL, codeshare.derived_mafl(s.flid, inp.children, after)))
+               if s.flid in inp.children else s for s in written]
     return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
                         len(inp.flights), inp.request.req_id if inp.request else None)
 
 
-def _with_ffid(fields: Fields, ffid: str) -> Fields:
-    """FLTR records carry no FFID: the stored readable identity stays, as ADFT keeps it."""
-    return MappingProxyType(dict(sorted({**fields, "FFID": ffid}.items())))
+def _after(written: Iterable[FlightState], deleted: Iterable[str]) -> dict[str, FlightState]:
+    """Every flight the snapshot writes or deletes, as it will be (a deleted one by its flag)."""
+    return {**{s.flid: s for s in written}, **{f: FlightState(f, deleted=True) for f in deleted}}
+
+
+def outside_masters(inp: SnapshotInput, plan: SnapshotPlan) -> list[FlightChange]:
+    """MAFL changes for masters the snapshot does not write whose children it created, deleted or
+    moved (D30); the pipeline loads them and drops the changes that change nothing."""
+    after = _after(plan.written, plan.deleted)
+    touched: set[str] = set()
+    for flid, state in after.items():
+        head = inp.heads.get(flid)
+        touched |= codeshare.touched_masters(head.codeshare_state() if head else None, state)
+    return [FlightChange(flid=m, commands=(Replace(codeshare.MAFL, codeshare.derived_mafl(m, inp.children, after)),),
+                         create=False)
+            for m in sorted(touched - set(after), key=codeshare.flid_order) if m in inp.children]
+
+
+def _with(fields: Fields, key: str, value: Value) -> Fields:
+    """``fields`` with ``key`` set (an empty tuple removes it). FLTR records carry no FFID, so the
+    stored readable identity is kept this way (S5); the derived MAFL is set this way (D30)."""
+    merged = {**fields, key: value}
+    if value == ():
+        merged.pop(key)
+    return MappingProxyType(dict(sorted(merged.items())))
 
 
 def _deletable(head: Head | None, day: date) -> bool:
@@ -256,3 +305,10 @@ def _deletable(head: Head | None, day: date) -> bool:
 def flids_to_read(pkg: Outline, members: Iterable[str]) -> list[str]:
     """Heads the snapshot needs: its own flights and the old members (diff-delete candidates)."""
     return sorted(set(pkg.flids) | set(members))
+
+
+def children_to_read(pkg: Outline, members: Iterable[str], heads: Mapping[str, Head]) -> list[str]:
+    """Flights whose live code-share children the snapshot needs (D30): its own (their MAFL), the
+    old members (a deleted master's cascade) and every master a package or member flight names."""
+    masters = {h.maid for h in heads.values() if h.maid} | pkg.maids
+    return sorted(set(pkg.flids) | set(members) | masters)

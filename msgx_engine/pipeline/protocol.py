@@ -29,7 +29,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -39,6 +39,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.db import is_disconnect, pipelined
+from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import routing
@@ -48,7 +49,7 @@ from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
 from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
 from msgx_engine.state.bridges import STAND_KEYS, BridgeMap, derive, needs_derivation, stands_of
-from msgx_engine.state.model import FlightState, apply
+from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import document_changes
 from msgx_engine.store import locks, outbox, queue
 from msgx_engine.store.bridges import BridgeReader
@@ -285,7 +286,9 @@ class Processor:
         # plan writers read their own results (ledger CAS): not pipelined
         events += write_plans(conn, decision.plans, msg_id, now)
         outbox.insert(conn, events)
-        return states
+        # a plan writes flights of its own: the post-commit step then reads every flight the
+        # message's events name instead of only the changed ones
+        return [] if decision.plans else states
 
     def commit_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
         """``applied_at`` and the identity binding, guarded; transaction 1 commits."""
@@ -457,19 +460,16 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta,
     events: list[OutboxRow] = []
     for change in routed.decision.changes:
         before = current.get(change.flid)
-        if before is None and not change.create:
+        result = next_state(change, before, msg_id)
+        if result is None:
             continue
-        base = before or FlightState.new(change.flid)
-        result = apply(base, change.commands, message_id=msg_id, fday=change.fday, undelete=change.undelete)
         state = result.state
-        if change.delete:
-            state = replace(state, deleted=True)
         changed, cleared = result.changed, result.cleared
         rederived = needs_derivation(before, state)
         if rederived:
             state = derive(state, bridges() if stands_of(state) else None)
         if rederived or changed & STAND_KEYS:     # the derived keys may have moved with them
-            derived, gone = document_changes(base, state)
+            derived, gone = document_changes(before or FlightState.new(change.flid), state)
             changed, cleared = changed | derived, cleared | gone
         current[change.flid] = state
         states.append(state)

@@ -20,9 +20,10 @@ from sqlalchemy import Connection
 
 from msgx_engine.handlers import eror, reference, seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
-from msgx_engine.handlers.changes import FdelContext, FlightsContext
+from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
+from msgx_engine.pipeline.refresh import refresh
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
@@ -60,10 +61,11 @@ def load_flights(flids_of: Callable[[SisMessage], list[str]]) -> Callable[[Conne
     return load
 
 
-def load_fdel(conn: Connection, msg: SisMessage, msg_id: int) -> FdelContext:
-    """FDEL needs the targets' code-share masters and children too (INV-21/22)."""
-    flights, children = FlightRepository(conn).load_with_relatives(flop_flids(msg))
-    return FdelContext(flights, children)
+def load_fdel(conn: Connection, msg: SisMessage, msg_id: int) -> FlightsContext:
+    """FDEL also needs the targets' live code-share children (C-25: deleted with a master)."""
+    repo = FlightRepository(conn)
+    targets = flop_flids(msg)
+    return FlightsContext(repo.load(targets, for_update=True), repo.codeshare_children(targets))
 
 
 def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.SnapshotContext:
@@ -82,7 +84,9 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
         return snapshot.SnapshotContext(msg_id, pkg, request=request)
     day_ledger = ledger.read_ledger(conn, day)
     heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
-    return snapshot.SnapshotContext(msg_id, pkg, request=request, ledger=day_ledger, heads=heads)
+    children = FlightRepository(conn).codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
+    return snapshot.SnapshotContext(msg_id, pkg, request=request, ledger=day_ledger, heads=heads,
+                                    children=children)
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:
@@ -102,7 +106,7 @@ def load_eror(conn: Connection, msg: SisMessage, msg_id: int) -> eror.ErorContex
     return eror.ErorContext(inflight_requests(conn))
 
 
-def _flights(ctx: FlightsContext | FdelContext) -> Mapping[str, FlightState]:
+def _flights(ctx: FlightsContext) -> Mapping[str, FlightState]:
     return ctx.flights
 
 
@@ -137,10 +141,12 @@ def route_for(msg: SisMessage) -> Route[Any] | None:
 
 
 def decide(conn: Connection, msg: SisMessage, msg_id: int) -> Routed:
-    """Load the route's context under the lock and call its pure decider once; an unknown
+    """Load the route's context under the lock, call its pure decider once, then refresh the
+    derived fields the decision touches (``pipeline.refresh``: D30's MAFL); an unknown
     TYPE/STYP is SKIPPED(unsupported) (D8, INV-30)."""
     route = route_for(msg)
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
     ctx = route.load(conn, msg, msg_id)
-    return Routed(route.decide(msg, ctx), route.flights(ctx))
+    decision, flights = refresh(conn, route.decide(msg, ctx), route.flights(ctx))
+    return Routed(decision, flights)

@@ -15,8 +15,9 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any, cast
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, func, select
 
+from msgx_engine.handlers.codeshare import ChildRef
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
 from msgx_engine.state.bridges import from_column, to_column
 from msgx_engine.state.model import FlightState, Value, freeze_entry
@@ -225,35 +226,22 @@ class FlightRepository:
         for table_name, table_rows in inserts.items():
             self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], table_rows)
 
-    def children_of(self, masters: Iterable[str]) -> dict[str, list[str]]:
-        """Live code-share children (MAID = master FLID) of each master, in one statement (INV-21).
-
-        The MAID column is the authoritative link; the master's MAFL list is what we publish.
-        """
+    def codeshare_children(self, masters: Iterable[str]) -> dict[str, tuple[ChildRef, ...]]:
+        """The live code-share children (``MAID`` = master FLID, the authoritative link, INV-21)
+        of each of ``masters``, in one statement (partial index ``flight_schd_maid_idx``). Every master asked
+        for is a key, with ``()`` when it has none: the derived MAFL needs to know it looked."""
         wanted = sorted(set(masters))
         if not wanted:
             return {}
-        rows = self.conn.execute(
-            select(flight_schd.c.maid, flight_schd.c.flid)
-            .where(flight_schd.c.maid.in_(wanted), flight_schd.c.deleted.is_(False))
-            .order_by(flight_schd.c.maid, flight_schd.c.flid)).fetchall()
-        children: dict[str, list[str]] = defaultdict(list)
-        for maid, flid in rows:
-            children[maid].append(flid)
-        return dict(children)
-
-    def load_with_relatives(self, flids: Iterable[str]) -> tuple[dict[str, FlightState], dict[str, list[str]]]:
-        """Flights, their code-share masters (MAID) and live children, locked for update, in a
-        constant number of statements (2 loads + 1 children query). Returns (states, children)."""
-        wanted = sorted(set(flids))
-        flights = self.load(wanted, for_update=True)
-        children = self.children_of(wanted)
-        more = {m for s in flights.values() if isinstance(m := s.get("MAID"), str)}
-        more |= {c for cs in children.values() for c in cs}
-        more -= set(flights)
-        if more:
-            flights.update(self.load(more, for_update=True))
-        return flights, children
+        c = flight_schd.c
+        rows = self.conn.execute(select(c.maid, c.flid, c.alcd, c.flno)
+                                 .where(c.maid == any_(bindparam("masters", type_=ARRAY(Text))),
+                                        c.deleted.is_(False))
+                                 .order_by(c.maid, c.flid), {"masters": wanted})
+        children: dict[str, list[ChildRef]] = {m: [] for m in wanted}
+        for maid, flid, alcd, flno in rows:
+            children[maid].append(ChildRef(flid, alcd, flno))
+        return {m: tuple(refs) for m, refs in children.items()}
 
     def exists(self, flids: Iterable[str]) -> set[str]:
         wanted = list(set(flids))

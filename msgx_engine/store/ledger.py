@@ -49,13 +49,14 @@ def read_ledger(conn: Connection, day: date) -> Ledger:
 
 
 def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
-    """Bookkeeping columns only: a snapshot rewrites every field, so it never loads details."""
+    """Bookkeeping and code-share columns only: a snapshot rewrites every field, so it never loads
+    details."""
     if not flids:
         return {}
     c = flight_schd.c
-    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid).where(c.flid == any_(_FLIDS)),
-                        {"flids": flids})
-    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid) for r in rows}
+    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid, c.maid, c.alcd, c.flno)
+                        .where(c.flid == any_(_FLIDS)), {"flids": flids})
+    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid, r.maid, r.alcd, r.flno) for r in rows}
 
 
 # --- the write ----------------------------------------------------------------------------------

@@ -156,8 +156,12 @@ def payload(styp: str, values: dict[str, object]) -> str:
     return "".join(element(k, v) for k, v in values.items())
 
 
+DERIVED_NOTE = {"MAFL": " (MAFL is derived from the children's MAID, D30: a carried MAFL is checked, not stored)"}
+
+
 def subtype_cases(w: Writer, styp: str, samples: list[str]) -> None:
     keys = SUBTYPE_ELEMENTS[styp]
+    note = DERIVED_NOTE.get(styp, "")
     present = {k: new_value(k) for k in keys}
     for path in samples:
         flid = sample_flid(path)
@@ -165,9 +169,9 @@ def subtype_cases(w: Writer, styp: str, samples: list[str]) -> None:
                f"sample {path} over a flight holding old {'/'.join(keys)} values",
                ["US-05 AC2", "FS §5.2", "D7"], [prior(flid, with_old=keys)], [{"sample": path}])
     if not samples:
-        w.case(styp, "present", f"{styp} present: Set/Replace over old values", ["US-05 AC2", "FS §5.2"],
+        w.case(styp, "present", f"{styp} present: Set/Replace over old values{note}", ["US-05 AC2", "FS §5.2"],
                [prior(with_old=keys)], [flop(styp, FLID, payload(styp, present))])
-    w.case(styp, "empty", f"empty {styp} element(s): Clear (D7)", ["US-05 AC2", "D7", "FS §6.2"],
+    w.case(styp, "empty", f"empty {styp} element(s): Clear (D7){note}", ["US-05 AC2", "D7", "FS §6.2"],
            [prior(with_old=keys)], [flop(styp, FLID, payload(styp, dict.fromkeys(keys)))])
     w.case(styp, "absent", f"{styp} block without its payload element: no-op, nothing created or bumped",
            ["US-05 AC2", "INV-14b"], [prior(with_old=keys)], [flop(styp, FLID, "")])
@@ -182,7 +186,7 @@ def subtype_cases(w: Writer, styp: str, samples: list[str]) -> None:
     message = flop(styp, FLID, payload(styp, present))
     w.case(styp, "duplicate", "the same message twice: applied once, the second SKIPPED(duplicate)",
            ["US-05 AC2", "US-03 AC3", "INV-9"], [prior(with_old=keys)], [message, {"again": 0}])
-    w.case(styp, "unknown_flight", "unknown FLID: the flight is created with fday NULL (FS §5.4)",
+    w.case(styp, "unknown_flight", f"unknown FLID: the flight is created with fday NULL (FS §5.4){note}",
            ["US-05 AC2", "FS §5.4"], [], [flop(styp, "NEW1", payload(styp, present))])
 
 
@@ -196,7 +200,7 @@ def cross_cutting(w: Writer) -> None:
            ["US-05 AC5"], [prior(STND="S209")], [same, flop("STND", FLID, "\t\t<STND>S209</STND>\n")])
     w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child only; master untouched",
            ["US-05 AC4", "INV-21"],
-           [prior("100", MAFL=[{"FLID": FLID, "ALCD": "MU", "FLNO": "MU501"}]), prior(MAID="100")],
+           [prior("100", MAFL=[{"FLID": FLID, "ALCD": "MU", "FLNO": "MU501"}]), child(FLID, "100", "MU", "MU501")],
            [flop("GTDT", FLID, payload("GTDT", gates))])
     w.case("STND", "foreign_element", "a catalogue element outside the subtype: DEAD(malformed), named",
            ["G-FLOP-UNMAPPED"], [prior()], [flop("STND", FLID, "\t\t<STND>S1</STND>\n\t\t<RENO>B1</RENO>\n")])
@@ -208,6 +212,48 @@ def cross_cutting(w: Writer) -> None:
            ["US-05 AC2", "FS §4.3"], [prior(), prior("16")], [two])
     w.case("FDIV", "stale_attributes", "FDIV/01 then FDIV/04 (DDIR empty): whole-object replace, no stale DDIR",
            ["FS §6.2", "D7"], [prior()], [{"sample": "FDIV/01_FDIV.xml"}, {"sample": "FDIV/04_FDIV.xml"}])
+
+
+def dnld(*records: str) -> str:
+    return envelope("SCHD", "DNLD", f"\t<SCHD>\n\t\t<RECS>{len(records)}</RECS>\n{''.join(records)}\t</SCHD>\n")
+
+
+def codeshare_cases(w: Writer) -> None:
+    """D30, INV-21/22, C-25, US-05 AC4: MAFL derived from the children's MAID; cascades."""
+    spec = ["D30", "INV-21", "INV-22", "C-25", "US-05 AC4"]
+    family = family_priors()
+    w.case("CODESHARE", "child_maid_changed", "FLOP MAID moves child 15 from master 100 to 200: 100's MAFL loses "
+           "it, 200's gains it; both masters get a new version and events", spec,
+           [*family, prior("200", ALCD="HU", FLNO="HU7")], [flop("MAID", "15", "\t\t<MAID>200</MAID>\n")])
+    w.case("CODESHARE", "child_flno_changed", "FLOP FLNO on child 16: the master's MAFL entry follows it", spec,
+           family, [flop("FLNO", "16", "\t\t<FLNO>FM902</FLNO>\n")])
+    w.case("CODESHARE", "child_update_other", "FLOP GTDT on a child: nothing the MAFL shows changes, the "
+           "master is untouched", spec, family,
+           [flop("GTDT", "15", '\t\t<GTDT GTNO="1"><GATE>A1</GATE></GTDT>\n')])
+    w.case("CODESHARE", "master_created_after_children", "children arrive first (their master unknown); the "
+           "ADFT that creates the master gives it the MAFL of the children already waiting", spec,
+           family[1:], [adft(fltr("100"))])
+    w.case("CODESHARE", "adft_of_master", "ADFT of a master not carrying MAFL keeps the derived MAFL; one "
+           "carrying another MAFL does not replace it (derived, docs/decisions.md C1)", spec + ["D21"], family,
+           [adft(fltr("100", "<STND>S7</STND>")),
+            adft(fltr("100", '<STND>S8</STND><MAFL><FLID>999</FLID><ALCD>ZZ</ALCD><FLNO>ZZ1</FLNO></MAFL>'))])
+    w.case("CODESHARE", "flop_mafl_ignored", "FLOP MAFL on a master: checked, not stored (MAFL is derived): "
+           "no version, no event", spec, family,
+           [flop("MAFL", "100", "\t\t<MAFL><FLID>999</FLID><ALCD>ZZ</ALCD><FLNO>ZZ1</FLNO></MAFL>\n")])
+    w.case("CODESHARE", "snapshot_of_master", "a DNLD listing master 100 without MAFL (its children are not in "
+           "the package): the master's MAFL stays derived from them, not cleared (D1 does not reach it)",
+           spec + ["D1"], family, [dnld(fltr("100", "<STND>S7</STND>"))])
+    w.case("CODESHARE", "snapshot_creates_child", "a DNLD listing a child of master 200, which the package does "
+           "not list: the master outside the package is refreshed (new version, msg and schd events)", spec,
+           [prior("200", ALCD="HU", FLNO="HU7")],
+           [dnld(fltr("300", "<MAID>200</MAID>").replace("<FLNO>CA101</FLNO>", "<FLNO>CA300</FLNO>"))])
+    w.case("CODESHARE", "master_deleted_by_snapshot", "a DNLD lists master 100; the next DNLD of the day omits "
+           "it: 100 is diff-deleted and its live children 15 and 16 (owned by no day) with it, one tombstone "
+           "each, in the same transaction", spec + ["D2"], family[1:],
+           [dnld(fltr("100"), fltr("300")), dnld(fltr("300"))])
+    w.case("CODESHARE", "child_deleted_by_snapshot", "a DNLD lists master 100 and child 15; the next one omits "
+           "the child: 15 is diff-deleted and the master's MAFL loses it", spec + ["D2"], family[2:],
+           [dnld(fltr("100"), fltr("15", "<MAID>100</MAID>")), dnld(fltr("100"))])
 
 
 def sequence_cases(w: Writer) -> None:
@@ -238,10 +284,24 @@ def sequence_cases(w: Writer) -> None:
            [adft(fltr("900", '<CKDT CKNO="1"><CHKC>01</CHKC></CKDT><CKDT CKNO="1"><CHKC>02</CHKC></CKDT>'))])
 
 
+FAMILY_MAFL = [{"FLID": "15", "ALCD": "MU", "FLNO": "MU501"}, {"FLID": "16", "ALCD": "FM", "FLNO": "FM901"}]
+
+
+def child(flid: str, master: str, alcd: str, flno: str, **extra) -> dict:
+    """A code-share child of ``master`` as its master's MAFL lists it (D30)."""
+    return prior(flid, MAID=master, ALCD=alcd, FLNO=flno, **extra)
+
+
+def family_priors(**master_extra) -> list[dict]:
+    """Master 100 (CA101) with children 15 (MU501) and 16 (FM901): MAFL as derived from them."""
+    return [prior("100", MAFL=FAMILY_MAFL, **master_extra), child("15", "100", "MU", "MU501"),
+            child("16", "100", "FM", "FM901")]
+
+
 def fdel_cases(w: Writer) -> None:
-    spec = ["US-05 AC4", "INV-21", "INV-22", "C-25", "D2"]
-    mafl = [{"FLID": "15", "ALCD": "MU", "FLNO": "MU501"}, {"FLID": "16", "ALCD": "FM", "FLNO": "FM901"}]
-    family = [prior("100", MAFL=mafl), prior("15", MAID="100"), prior("16", MAID="100")]
+    spec = ["US-05 AC4", "INV-21", "INV-22", "C-25", "D2", "D30"]
+    mafl = FAMILY_MAFL
+    family = family_priors()
     w.case("FDEL", "sample_01", "FDEL/01: soft delete, tombstone on schd", spec,
            [prior(with_old=("GTDT",), FDAY="2003-12-12")], [{"sample": "FDEL/01_FDEL.xml"}])
     w.case("FDEL", "missing_target", "no such flight: SUCCEEDED without effect", spec, [],
@@ -251,7 +311,7 @@ def fdel_cases(w: Writer) -> None:
     w.case("FDEL", "codeshare_child", "deleting a child: master's MAFL loses it and the master is notified",
            spec, family, [{"sample": "FDEL/01_FDEL.xml"}])
     w.case("FDEL", "codeshare_last_child", "deleting the only listed child clears the master's MAFL", spec,
-           [prior("100", MAFL=mafl[:1]), prior("15", MAID="100")], [{"sample": "FDEL/01_FDEL.xml"}])
+           [prior("100", MAFL=mafl[:1]), child("15", "100", "MU", "MU501")], [{"sample": "FDEL/01_FDEL.xml"}])
     w.case("FDEL", "codeshare_master", "deleting a master deletes it and all its children in one transaction",
            spec, family, [flop("FDEL", "100", "\t\t<FDEL></FDEL>\n")])
     w.case("FDEL", "codeshare_master_and_child", "child and master in one message: all deleted, master not updated",
@@ -314,9 +374,10 @@ def adft_cases(w: Writer) -> None:
            [adft(fltr("900"), recs=2)])
     w.case("ADFT", "zero_mixed", "GTNO=0 mixed with an entry inside ADFT: DEAD(malformed)", spec + ["D7"], [],
            [adft(fltr("900", '<GTDT GTNO="1"><GATE>A1</GATE></GTDT><GTDT GTNO="0"/>'))])
-    w.case("ADFT", "codeshare_child", "ADFT of a code-share child keeps MAID; the master is not touched",
-           spec + ["INV-21"], [prior("100", MAFL=[{"FLID": "900", "ALCD": "MU", "FLNO": "MU501"}])],
-           [adft(fltr("900", "<MAID>100</MAID><CSOP>MU</CSOP><CSFT>MU501</CSFT>"))])
+    w.case("ADFT", "codeshare_child", "ADFT creating a code-share child: the child stores MAID, its master's "
+           "MAFL gains it (derived, D30) and the master gets a new version and its events",
+           spec + ["INV-21", "D30", "US-05 AC4"], [prior("100")],
+           [adft(fltr("900", "<MAID>100</MAID><CSOP>CA</CSOP><CSFT>CA101</CSFT>"))])
 
 
 def main() -> None:
@@ -333,6 +394,7 @@ def main() -> None:
     fdel_cases(w)
     adft_cases(w)
     sequence_cases(w)
+    codeshare_cases(w)
     for child in HERE.iterdir():
         if child.is_dir() and not any(child.glob("*.case.json")):
             shutil.rmtree(child)

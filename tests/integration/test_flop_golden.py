@@ -38,6 +38,9 @@ from msgx_engine.store.tables import (
     proc_state_hst,
     ref_load,
     ref_master,
+    schd_gen,
+    schd_gen_flid,
+    schd_gen_run,
 )
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -58,7 +61,7 @@ def golden_app(pg_dbs, mysql_dbs, tmp_path_factory):
 def _reset(app: App) -> None:
     with app.engine.begin() as conn:
         for table in (*detail_tables.values(), flight_schd, msg_event, proc_state, proc_state_hst,
-                      backfill_todo, intake_gap, ref_master, ref_load):
+                      backfill_todo, intake_gap, ref_master, ref_load, schd_gen, schd_gen_flid, schd_gen_run):
             conn.execute(delete(table))
     with app.mailbox.engine.connect() as conn:
         conn.execute(text("TRUNCATE TABLE cminmsgs"))

@@ -13,7 +13,7 @@ import pytest
 from builders import envelope, flop, state
 
 from msgx_engine.handlers.changes import effective
-from msgx_engine.handlers.codeshare import delete_flights
+from msgx_engine.handlers.codeshare import ChildRef, delete_flights
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
 from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
 from msgx_engine.sis.catalogue import FLOP_SUBTYPES
@@ -123,17 +123,17 @@ def test_effective_drops_no_ops():
 
 
 def test_delete_cascade_rules():
-    """INV-21, US-05 AC4, C-25: child -> master's MAFL updated; master -> children deleted too."""
-    mafl = [{"FLID": "C1", "FLNO": "MU1"}, {"FLID": "C2", "FLNO": "MU2"}]
-    flights = {"M": state("M", MAFL=mafl), "C1": state("C1", MAID="M"), "C2": state("C2", MAID="M")}
-    children = {"M": ["C1", "C2"]}
-    child = delete_flights(["C1"], flights, children)
-    assert [(c.flid, c.delete) for c in child] == [("C1", True), ("M", False)]
-    assert child[1].commands == (Replace("MAFL", (freeze_entry(mafl[1]),)),)
+    """INV-21, US-05 AC4, C-25: a master takes its live children with it; a child goes alone (its
+    master's MAFL is re-derived by refresh_masters, tests/unit/test_codeshare_rules.py)."""
+    flights = {"M": state("M"), "C1": state("C1", MAID="M"), "C2": state("C2", MAID="M")}
+    children = {"M": (ChildRef("C1"), ChildRef("C2")), "C1": (), "C2": ()}
+    assert [(c.flid, c.delete) for c in delete_flights(["C1"], flights, children)] == [("C1", True)]
     master = delete_flights(["M"], flights, children)
-    assert [(c.flid, c.delete) for c in master] == [("M", True), ("C1", True), ("C2", True)]
+    assert [(c.flid, c.delete, c.create) for c in master] == [("M", True, False), ("C1", True, False),
+                                                              ("C2", True, False)]
     assert delete_flights(["NOPE"], flights, children) == []
     assert delete_flights(["C1"], {**flights, "C1": replace(flights["C1"], deleted=True)}, children) == []
+    assert len(delete_flights(["C1", "M"], flights, children)) == 3     # each flight once
 
 
 def test_fdel_marker_must_be_empty():
