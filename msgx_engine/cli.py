@@ -130,12 +130,8 @@ def _request_time(name: str, value: str | None):
 
 
 def request_rqfd(tracker, start: str | None, end: str | None) -> dict[str, object]:
-    """Register an RQFD; either bound may be omitted, not both (catalogue §6)."""
-    from msgx_engine.sis.requests import RequestInvalid
-
+    """Register an RQFD; either bound may be omitted, not both (catalogue §6); one day only (D23)."""
     first, last = _request_time("--start", start), _request_time("--end", end)
-    if first is not None and last is not None and first > last:
-        raise RequestInvalid(f"--start {start} is later than --end {end}")
     return tracker.register_rqfd(first, last).as_json()
 
 

@@ -17,11 +17,14 @@ from msgx_engine.sis.times import dttm_local
 
 @dataclass(frozen=True)
 class OpenRequest:
-    """The open (SENT) request a RESP may answer (D16)."""
+    """The open (SENT) request a RESP may answer (D16); an RQFD's window as sent (STDB/STDE,
+    DDMONYYHHMM local, either may be None) bounds what its answer may delete (D23)."""
 
     req_id: int
     fday: date | None
     sent_at: datetime | None
+    start_text: str | None = None
+    end_text: str | None = None
 
 
 @dataclass(frozen=True)

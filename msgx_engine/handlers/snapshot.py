@@ -22,7 +22,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import date, datetime, time
 from types import MappingProxyType
 
 from msgx_engine.handlers import codeshare
@@ -31,7 +31,7 @@ from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
-from msgx_engine.sis.times import dttm_local, sis_date
+from msgx_engine.sis.times import dttm_local, sis_date, sis_datetime
 from msgx_engine.state.model import FlightState, Replace, Value
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class Outline:
     """What the loader needs: the package's FLIDs in order and the day a DNLD covers (D4)."""
 
     flids: tuple[str, ...]
-    day: date | None          # DNLD day (majority SODT date, or META DTTM date when empty)
+    day: date | None          # the package's day (D4: majority SODT date); None when empty or unreadable
     maids: frozenset[str] = frozenset()   # the masters the package's children name (D30)
 
 
@@ -94,14 +94,13 @@ def outline(msg: SisMessage) -> Outline:
         maid = text_of(record.find("MAID"))
         if maid:
             maids.add(maid)
-    return Outline(tuple(flids), _dnld_day(msg, flids, sodt_days), frozenset(maids))
+    return Outline(tuple(flids), package_day(sodt_days), frozenset(maids))
 
 
-def _dnld_day(msg: SisMessage, flids: Sequence[str], sodt_days: Sequence[date]) -> date | None:
-    """D4: the date most SODT values fall on (ties: the earliest); empty package: META DTTM."""
-    if not flids:
-        stamp = dttm_local(msg.meta.dttm)
-        return stamp.date() if stamp else None
+def package_day(sodt_days: Sequence[date]) -> date | None:
+    """D4: the date most SODT values fall on (ties: the earliest, S1). An empty package has no day
+    (D4 revised: the META DTTM date let a 22:00 DNLD for tomorrow wipe today); so has one whose
+    SODTs are all unreadable (S2)."""
     if not sodt_days:
         return None
     counts = Counter(sodt_days)
@@ -139,6 +138,7 @@ class Head:
     maid: str | None = None          # code-share: the master it points at, and what it adds to
     alcd: str | None = None          # that master's MAFL (D30)
     flno: str | None = None
+    sodt: str | None = None          # a RESP deletes only members whose SODT lies in its window (D23)
 
     def codeshare_state(self) -> FlightState:
         """The part of the stored state the code-share rules read (D30)."""
@@ -167,6 +167,7 @@ class SnapshotInput:
     heads: Mapping[str, Head]
     request: OpenRequest | None
     children: codeshare.Children = field(default_factory=dict)
+    window: tuple[datetime, datetime] | None = None     # a RESP's request window (D23); None: the day
 
 
 @dataclass(frozen=True)
@@ -174,54 +175,87 @@ class SnapshotContext:
     """What the route loads for a SCHD DNLD/RESP under the writer lock (``pipeline.routing``).
 
     ``rejected`` is set when the package failed its whole-package checks (nothing else is read);
-    ``ledger`` is None when the day cannot be determined. ``children`` holds the live code-share
-    children of every flight the snapshot writes, may delete, or whose child it changes (D30).
+    ``ledger`` is None when the day cannot be determined. A RESP's ``request`` is the SENT RQFD it
+    answers (``answered_request``), ``sent`` every SENT RQFD (to say why none matched).
+    ``children`` holds the live code-share children of every flight the snapshot writes, may
+    delete, or whose child it changes (D30).
     """
 
     msg_id: int
     outline: Outline | None = None
     rejected: PackageRejected | None = None
     request: OpenRequest | None = None
+    sent: tuple[OpenRequest, ...] = ()
     ledger: Ledger | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     children: codeshare.Children = field(default_factory=dict)
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
-    """The snapshot decision: DEAD, SKIPPED(no_request), or the whole plan (and a RESP's request
-    completion). A message that is already the day's last one plans nothing (replay short-circuit)."""
+    """The snapshot decision: DEAD, SKIPPED(no_request | empty_snapshot), or the whole plan (and a
+    RESP's request completion). A message that is already the day's last one plans nothing
+    (replay short-circuit)."""
     if ctx.rejected is not None:
         return Decision.dead(ctx.rejected.reason, ctx.rejected.detail)
-    assert ctx.outline is not None
-    request = ctx.request if msg.meta.styp == "RESP" else None
-    if msg.meta.styp == "RESP":
-        skip = _unanswerable(msg, ctx.request)
+    pkg = ctx.outline
+    assert pkg is not None
+    resp = msg.meta.styp == "RESP"
+    if resp and dttm_local(msg.meta.dttm) is None:
+        return Decision.dead("malformed", f"RESP META DTTM {msg.meta.dttm!r} is not a readable time: the answer "
+                                          "cannot be matched to a request (C-23)")
+    if pkg.flids and pkg.day is None:
+        return Decision.dead("malformed", "the snapshot day cannot be determined: no FLTR carries a readable SODT")
+    if not resp and not pkg.flids:
+        return Decision.skip("empty_snapshot", "a DNLD without flights has no day: nothing deleted (D4)",
+                             alert="empty SCHD DNLD: no day, nothing deleted; the AODB sent an empty daily schedule")
+    if resp:
+        skip = _unanswerable(msg, pkg, ctx.request, ctx.sent)
         if skip:
             return Decision.skip("no_request", skip)
     try:
         flights = package_flights(msg)
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    if ctx.ledger is None:
-        return Decision.dead("malformed", "the snapshot day cannot be determined: no FLTR carries a readable "
-                                          "SODT (an empty package needs a readable META DTTM)")
+    assert ctx.ledger is not None
     if ctx.ledger.last_message_id == ctx.msg_id:
         log.info("snapshot %s for %s is the day's last message: replay short-circuit", ctx.msg_id, ctx.ledger.day)
         return Decision.apply()
+    request = ctx.request if resp else None
     inp = SnapshotInput(styp=msg.meta.styp, day=ctx.ledger.day, flights=flights, ledger=ctx.ledger,
-                        heads=ctx.heads, request=request, children=ctx.children)
+                        heads=ctx.heads, request=request, children=ctx.children,
+                        window=request_window(request, ctx.ledger.day) if request else None)
     plan = plan_snapshot(inp, ctx.msg_id)
     completion = (RequestCompletion(request.req_id),) if request is not None else ()
     return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion))
 
 
-def _unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
-    """Why a RESP cannot be taken (US-06 AC2, D16), or None when it answers ``request``."""
+def answered_request(pkg: Outline, sent: Sequence[OpenRequest]) -> OpenRequest | None:
+    """The SENT RQFD a RESP answers (D23, C-23): the one whose day is the package's own day (D4's
+    rule on its FLTRs); an empty RESP answers the single SENT RQFD. None: no match."""
+    if not pkg.flids:
+        return sent[0] if len(sent) == 1 else None
+    return next((r for r in sent if r.fday is not None and r.fday == pkg.day), None)
+
+
+def _unanswerable(msg: SisMessage, pkg: Outline, request: OpenRequest | None,
+                  sent: Sequence[OpenRequest]) -> str | None:
+    """Why a RESP cannot be taken (US-06 AC2, C-23, D23), or None when it answers ``request``."""
     if request is None:
-        return "no open (SENT) RQFD request to answer"
-    if request.fday is None:
-        return f"open RQFD request {request.req_id} names no day"
+        if not sent:
+            return "no open (SENT) RQFD request to answer"
+        asked = ", ".join(f"request {r.req_id} for {r.fday}" for r in sent)
+        if not pkg.flids:
+            return f"an empty RESP answers the single SENT RQFD, and {len(sent)} are SENT ({asked})"
+        return f"the package covers {pkg.day}, no SENT RQFD asks for that day ({asked}): a late or stray answer"
     return answered_too_early(msg, request)
+
+
+def request_window(request: OpenRequest, day: date) -> tuple[datetime, datetime]:
+    """The local window an RQFD asked for (STDB..STDE, minutes, inclusive); an omitted or
+    unreadable bound is that end of the day (D23)."""
+    start = sis_datetime(request.start_text or "") or datetime.combine(day, time.min)
+    end = sis_datetime(request.end_text or "") or datetime.combine(day, time(23, 59))
+    return start, end
 
 
 # --- step 3: the plan -----------------------------------------------------------------------------
@@ -232,9 +266,11 @@ class SnapshotPlan(Plan):
     styp: str
     ledger: Ledger                        # the day's ledger as read under the lock (version CAS)
     written: tuple[FlightState, ...]      # taken over: full state, fday = D, not deleted
-    deleted: tuple[str, ...]              # (old - new) ∩ fday = D, not yet deleted: soft delete (D2)
+    deleted: tuple[str, ...]              # (old - new) ∩ fday = D (∩ window, D23), live: soft delete (D2),
+                                          # then the live children of deleted masters (D30)
     kept_later: tuple[str, ...]           # in the package but owned by a later day: left as is (D3)
-    members: frozenset[str]               # the day's new member list (the whole package)
+    members: frozenset[str]               # the day's new member list (the package, and for a RESP the
+                                          # old members outside its window, D23)
     flights: int                          # FLTR records in the package (the run record)
     req_id: int | None = None             # the RQFD a RESP answers (the run record)
 
@@ -258,7 +294,10 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
         written.append(FlightState(flid=flid, fields=fields, fday=day,
                                    state_version=(head.state_version if head else 0) + 1,
                                    last_message_id=msg_id, deleted=False))
-    members = frozenset(flid for flid, _ in inp.flights)
+    package = frozenset(flid for flid, _ in inp.flights)
+    # D23: a RESP only speaks for its request's window; members outside it stay as they are
+    outside = {f for f in inp.ledger.members - package if not _in_window(inp.heads.get(f), inp.window)}
+    members = package | outside
     diff = sorted(flid for flid in inp.ledger.members - members
                   if _deletable(inp.heads.get(flid), day))
     # D30: a deleted master takes its live children with it, unless the package lists them
@@ -295,6 +334,15 @@ def _with(fields: Fields, key: str, value: Value) -> Fields:
     if value == ():
         merged.pop(key)
     return MappingProxyType(dict(sorted(merged.items())))
+
+
+def _in_window(head: Head | None, window: tuple[datetime, datetime] | None) -> bool:
+    """Whether a member lies in the window the snapshot speaks for: a DNLD's is the whole day; a
+    RESP's only its request's STDB..STDE, so a member with no readable SODT is outside it (D23)."""
+    if window is None:
+        return True
+    sodt = sis_datetime(head.sodt or "") if head is not None else None
+    return sodt is not None and window[0] <= sodt <= window[1]
 
 
 def _deletable(head: Head | None, day: date) -> bool:

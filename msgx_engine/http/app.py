@@ -66,13 +66,21 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         data = await read_limited(request, SYNC_MAX_BYTES)
         try:
             doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ApiError("invalid_json", f"body is not UTF-8 JSON: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            # not UTF-8, not JSON, nested deeper than the parser recurses, or an integer longer
+            # than Python converts (ValueError covers UnicodeDecodeError and JSONDecodeError)
+            raise ApiError("invalid_json", f"body is not UTF-8 JSON: {type(exc).__name__}: {str(exc)[:200]}") from None
         window = parse_window(doc)
         if schd_sync is None:
             raise ApiError("not_implemented", "the window is valid, but RQFD request tracking is not available "
                                               "yet; nothing was registered or sent")
-        return success_response(await run_in_threadpool(schd_sync.register, window), status_code=202)
+        try:
+            registered = await run_in_threadpool(schd_sync.register, window)
+        except SQLAlchemyError as exc:
+            log.warning("RQFD registration failed: %s", exc.__class__.__name__)
+            raise ApiError("db_unavailable", f"state database unavailable ({exc.__class__.__name__}); "
+                                             "nothing was registered") from None
+        return success_response(registered, status_code=202)
 
     spec = openapi_document(max_body_bytes)
 

@@ -33,12 +33,14 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "malformed_xml": ErrorCode(400, "XML is not well-formed (or nests deeper than the limit)"),
     "invalid_json": ErrorCode(400, "body is not a JSON object"),
     "invalid_field": ErrorCode(400, "a field is missing, empty or not in the documented format"),
-    "invalid_range": ErrorCode(400, "startDate is later than endDate"),
+    "invalid_range": ErrorCode(400, "startDate is later than endDate, the window spans more than one day, or a "
+                                    "year lies outside 2000-2099"),
     "not_found": ErrorCode(404, "no such endpoint"),
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
     "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),
     "mailbox_unavailable": ErrorCode(503, "the mailbox database did not confirm the insert; nothing is promised"),
-    "db_unavailable": ErrorCode(503, "the state database could not be read; never answered with an empty list"),
+    "db_unavailable": ErrorCode(503, "the state database could not be read or written; never answered with an "
+                                     "empty list, nothing registered"),
     "internal_error": ErrorCode(500, "unexpected server error"),
 }
 

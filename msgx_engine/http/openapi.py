@@ -14,7 +14,7 @@ SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_leng
               "mailbox_unavailable")
 FLIGHTS_CODES = ("db_unavailable",)
 SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
-              "invalid_json", "invalid_field", "invalid_range", "not_implemented")
+              "invalid_json", "invalid_field", "invalid_range", "not_implemented", "db_unavailable")
 
 
 def _errors(codes: tuple[str, ...]) -> dict:

@@ -2,7 +2,9 @@
 
 Accepted time format (24-hour clock, airport local time, no zone): ``YYYY-MM-DD HH:MM:SS`` or
 ``YYYY-MM-DD HH:MM`` (a ``T`` may replace the space). The legacy 12-hour form (``hh`` plus AM/PM)
-is refused: it is ambiguous at noon and midnight, which is why the spec asks for 24 hours.
+is refused: it is ambiguous at noon and midnight, which is why the spec asks for 24 hours. The
+window lies within one day and in the years 2000-2099 (D23: one RQFD per day; SIS years have two
+digits), checked by the same ``sis.requests.rqfd_day`` that registration applies.
 
 The registrar is passed to ``create_app(schd_sync=...)``: ``msgx serve`` wires request tracking's
 (``http.server.RqfdSyncRegistrar``). Without one the endpoint validates and answers 501, so a
@@ -17,6 +19,7 @@ from datetime import datetime
 from typing import Protocol
 
 from msgx_engine.http.errors import ApiError
+from msgx_engine.sis.requests import RequestInvalid, rqfd_day
 
 TIME_FORMAT_DOC = "YYYY-MM-DD HH:MM[:SS], 24-hour clock, airport local time (a 'T' may replace the space)"
 _TIME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2})(:\d{2})?$")
@@ -56,4 +59,8 @@ def parse_window(doc: object) -> SyncWindow:
     if start > end:
         raise ApiError("invalid_range", f"startDate {start:%Y-%m-%d %H:%M:%S} is later than endDate "
                                         f"{end:%Y-%m-%d %H:%M:%S}")
+    try:
+        rqfd_day(start, end)          # the rule registration applies: one day, years 2000-2099 (D23)
+    except RequestInvalid as exc:
+        raise ApiError("invalid_range", str(exc)) from None
     return SyncWindow(start, end)

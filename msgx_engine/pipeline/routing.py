@@ -20,6 +20,7 @@ from sqlalchemy import Connection
 
 from msgx_engine.handlers import eror, reference, seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
+from msgx_engine.handlers.answers import OpenRequest
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
@@ -29,7 +30,7 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
 from msgx_engine.store import seasons as season_store
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.requests import inflight_requests, open_request
+from msgx_engine.store.requests import inflight_requests, open_request, sent_requests
 
 C = TypeVar("C")
 
@@ -75,17 +76,18 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
         pkg = snapshot.outline(msg)
     except snapshot.PackageRejected as exc:
         return snapshot.SnapshotContext(msg_id, rejected=exc)
-    day = pkg.day
-    request = None
-    if msg.meta.styp == "RESP":
-        request = open_request(conn, "RQFD")
+    day, request = pkg.day, None
+    sent: tuple[OpenRequest, ...] = ()
+    if msg.meta.styp == "RESP":       # the SENT RQFD of the package's own day answers it (D23)
+        sent = sent_requests(conn, "RQFD")
+        request = snapshot.answered_request(pkg, sent)
         day = request.fday if request else None
     if day is None:
-        return snapshot.SnapshotContext(msg_id, pkg, request=request)
+        return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent)
     day_ledger = ledger.read_ledger(conn, day)
     heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
     children = FlightRepository(conn).codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
-    return snapshot.SnapshotContext(msg_id, pkg, request=request, ledger=day_ledger, heads=heads,
+    return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, ledger=day_ledger, heads=heads,
                                     children=children)
 
 

@@ -51,12 +51,26 @@ def check_rtype(rtype: str) -> str:
 
 
 def rqfd_day(start: datetime | None, end: datetime | None) -> date:
-    """The operating day an RQFD asks for: the local date of the window start (the end's when the
-    start is open). The snapshot line applies the RESP to this day (D4/D16)."""
-    bound = start if start is not None else end
-    if bound is None:
+    """The operating day an RQFD asks for: the local date of its window (D23: one RQFD per day).
+
+    Refused (``RequestInvalid``): no bound at all, a bound outside 2000-2099 (SIS writes two-digit
+    years, so 1999 and 2100 would be read back as other years), a start later than the end, and a
+    window whose bounds fall on different local days (the snapshot line applies an answer to one
+    day and deletes only inside its window, so a window spanning days has no meaning there)."""
+    bounds = [local(b) for b in (start, end) if b is not None]
+    if not bounds:
         raise RequestInvalid("an RQFD needs a start or an end time (both may not be omitted)")
-    return local(bound).date()
+    for bound in bounds:
+        if not 2000 <= bound.year <= 2099:
+            raise RequestInvalid(f"{bound:%Y-%m-%d %H:%M} is outside the years 2000-2099 that SIS times can carry")
+    if len(bounds) == 2:
+        first, last = bounds
+        if first > last:
+            raise RequestInvalid(f"the window start {first:%Y-%m-%d %H:%M} is later than its end {last:%Y-%m-%d %H:%M}")
+        if first.date() != last.date():
+            raise RequestInvalid(f"the window {first:%Y-%m-%d %H:%M} .. {last:%Y-%m-%d %H:%M} spans more than one "
+                                 "day: register one RQFD per day")
+    return bounds[0].date()
 
 
 def envelope(rtype: str, styp: str, seqn: int, now: datetime, body: str) -> str:

@@ -34,6 +34,17 @@ def sis_date(text: str) -> date | None:
         return None
 
 
+def sis_datetime(text: str) -> datetime | None:
+    """A DDMONYYHHMM string as a naive local datetime (minute precision), or None."""
+    day = sis_date(text)
+    if day is None or len(text) != 11 or not text[7:].isdigit():
+        return None
+    hour, minute = int(text[7:9]), int(text[9:11])
+    if hour > 23 or minute > 59:
+        return None
+    return datetime(day.year, day.month, day.day, hour, minute)
+
+
 def dttm_local(text: str) -> datetime | None:
     """META DTTM (yyyyMMddHHmmss, local time) as an aware datetime, or None when unreadable.
 

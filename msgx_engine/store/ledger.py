@@ -54,9 +54,10 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
     if not flids:
         return {}
     c = flight_schd.c
-    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid, c.maid, c.alcd, c.flno)
+    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid, c.maid, c.alcd, c.flno, c.sodt)
                         .where(c.flid == any_(_FLIDS)), {"flids": flids})
-    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid, r.maid, r.alcd, r.flno) for r in rows}
+    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid, r.maid, r.alcd, r.flno, r.sodt)
+            for r in rows}
 
 
 # --- the write ----------------------------------------------------------------------------------

@@ -31,6 +31,15 @@ def open_request(conn: Connection, rtype: str, styp: str | None = None) -> OpenR
     return OpenRequest(row.req_id, row.fday, row.sent_at) if row else None
 
 
+def sent_requests(conn: Connection, rtype: str) -> tuple[OpenRequest, ...]:
+    """Every SENT request of ``rtype`` with its window, newest first (C-24 allows one per type; a
+    RESP is matched to the one of its own day, D23)."""
+    c = req_track.c
+    rows = conn.execute(select(c.req_id, c.fday, c.sent_at, c.start_text, c.end_text)
+                        .where(c.rtype == rtype, c.status == SENT).order_by(c.req_id.desc()))
+    return tuple(OpenRequest(r.req_id, r.fday, r.sent_at, r.start_text, r.end_text) for r in rows)
+
+
 def complete_request(conn: Connection, plan: RequestCompletion, msg_id: int, now: datetime) -> list[OutboxRow]:
     """The RESP answers the open request in the same transaction (US-06 AC4, US-08 AC5); a request
     no longer SENT (closed under us) raises LedgerConflict: the whole transaction rolls back."""

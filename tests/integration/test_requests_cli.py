@@ -33,11 +33,13 @@ def test_register_then_track_sends_both(msgx, app):
     ("request", "rqfd"),
     ("request", "rqfd", "--start", "2026-09-10 00:00", "--end", "2026-09-09 00:00"),
     ("request", "rqfd", "--start", "09SEP260000"),
+    ("request", "rqfd", "--start", "2026-09-11 12:00", "--end", "2026-09-12 06:00"),   # D23: one day
+    ("request", "rqfd", "--start", "2100-01-01 00:00"),                                 # SIS years
     ("request", "rqrd", "SCHD"),
 ])
 def test_refusals_exit_2_and_register_nothing(msgx, app, argv):
-    """Catalogue §6: an RQFD needs a bound, a valid 24-hour time and start <= end; RQRD only the
-    23 reference types."""
+    """Catalogue §6: an RQFD needs a bound, a valid 24-hour time and start <= end; D23: within one
+    day and the years 2000-2099; RQRD only the 23 reference types."""
     code, err = msgx(*argv)
     assert code == 2 and err.startswith("msgx request:")
     assert statuses(app) == []

@@ -120,22 +120,23 @@ def test_resp_without_an_open_request_is_skipped_and_writes_nothing(app):
     assert whole_state(app) == before
 
 
-def test_resp_applies_to_the_requested_day_and_completes_the_request(app):
-    """D4/D16, US-06 AC4: a RESP answering the SENT RQFD for 9/10 covers 9/10 (whatever its SODT
-    majority says), diff-deletes against 9/10, and sets the request DONE with answer_msg_id in the
-    same transaction. A DNLD does not complete requests (US-06 table)."""
+def test_resp_applies_to_its_own_day_and_completes_the_request(app):
+    """D23, US-06 AC4: a RESP whose package covers 9/10 answers the SENT RQFD for 9/10, diff-deletes
+    against 9/10 and sets the request DONE with answer_msg_id in the same transaction. A DNLD does
+    not complete requests (US-06 table). (Its day is the package's own: a RESP for another day than
+    the request's is skipped, tests/integration/test_resp_matching.py.)"""
     req = _request(app, D10)
     (d,) = pump(app, day_package(["A", "B"], 10))
     assert query(app, "SELECT status FROM req_track WHERE req_id = :r", r=req) == [("SENT",)]
 
-    (m,) = pump(app, _resp(fltr("A", sodt(9)), dttm="20260101090000"))
+    (m,) = pump(app, _resp(fltr("A", sodt(10)), dttm="20260101090000"))
     assert status(app, m) == ("SUCCEEDED", None)
     assert ledger(app) == {D10: (2, m)}
     assert flights(app) == {"A": (D10, False, 2), "B": (D10, True, 2)}
     assert query(app, "SELECT status, answer_msg_id FROM req_track WHERE req_id = :r", r=req) == [("DONE", m)]
     assert query(app, "SELECT req_id, styp FROM schd_gen_run WHERE msg_id = :m", m=m) == [(req, "RESP")]
 
-    (again,) = pump(app, _resp(fltr("A", sodt(9)), dttm="20260101090000"))
+    (again,) = pump(app, _resp(fltr("A", sodt(10)), dttm="20260101090000"))
     assert status(app, again) == ("SKIPPED", "no_request")
 
 
@@ -177,17 +178,6 @@ def test_version_cas_miss_fails_as_infra_and_the_retry_converges(app, monkeypatc
     assert status(app, m2) == ("SUCCEEDED", None)
     assert ledger(app) == {D9: (6, m2)}
     assert flights(app) == {"A": (D9, False, 2), "B": (D9, True, 2)}
-
-
-def test_empty_package_deletes_the_days_members(app):
-    """D4: an empty DNLD (RECS=0) covers META DTTM's date; its member list becomes empty and
-    every member still owned by that day is soft-deleted."""
-    pump(app, day_package(["A", "B"], 9), day_package(["C"], 10))
-    (m,) = pump(app, dnld(dttm="20260909060000"))
-    assert status(app, m) == ("SUCCEEDED", None)
-    assert members(app) == {D10: {"C"}}
-    assert flights(app) == {"A": (D9, True, 2), "B": (D9, True, 2), "C": (D10, False, 1)}
-    assert [e[2] for e in events(app, m)] == ["tombstone", "tombstone"]
 
 
 def _fdel(flid: str) -> str:

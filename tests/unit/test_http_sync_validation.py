@@ -26,8 +26,8 @@ def sync(client, payload, ctype="application/json"):
 # --- pure validation ------------------------------------------------------------------------
 @pytest.mark.parametrize(("start", "end", "expected"), [
     ("2021-01-23 00:00", "2021-01-23 23:59", (datetime(2021, 1, 23, 0, 0), datetime(2021, 1, 23, 23, 59))),
-    ("2021-01-23 13:05:09", "2021-01-24T01:00:00",
-     (datetime(2021, 1, 23, 13, 5, 9), datetime(2021, 1, 24, 1, 0, 0))),
+    ("2021-01-23 13:05:09", "2021-01-23T21:00:00",
+     (datetime(2021, 1, 23, 13, 5, 9), datetime(2021, 1, 23, 21, 0, 0))),
     (" 2021-01-23 08:00 ", "2021-01-23 08:00", (datetime(2021, 1, 23, 8), datetime(2021, 1, 23, 8))),
 ])
 def test_parse_window_accepts_24_hour_times(start, end, expected):
@@ -50,9 +50,13 @@ def test_parse_window_accepts_24_hour_times(start, end, expected):
     ({"startDate": "23JAN210800", "endDate": "2021-01-23 10:00"}, "invalid_field"),
     ({"startDate": "2021-01-23", "endDate": "2021-01-23 10:00"}, "invalid_field"),
     ({"startDate": "2021-01-23 10:00", "endDate": "2021-01-23 09:59:59"}, "invalid_range"),
+    ({"startDate": "2021-09-11 12:00", "endDate": "2021-09-12 06:00"}, "invalid_range"),
+    ({"startDate": "1999-12-31 08:00", "endDate": "1999-12-31 09:00"}, "invalid_range"),
+    ({"startDate": "2100-01-01 08:00", "endDate": "2100-01-01 09:00"}, "invalid_range"),
 ])
 def test_parse_window_refusals(doc, code):
-    """US-08 AC6 (非空/区间校验, 24 小时制): missing, empty, 12-hour, impossible and reversed windows."""
+    """US-08 AC6 (非空/区间校验, 24 小时制): missing, empty, 12-hour, impossible and reversed
+    windows; D23: a window spanning days and years outside 2000-2099 (SIS two-digit years)."""
     with pytest.raises(ApiError) as info:
         parse_window(doc)
     assert info.value.code == code

@@ -69,7 +69,24 @@ def test_times_are_local_and_round_trip_through_the_snapshot_parser():
     assert sis_time(datetime(2021, 1, 22, 21, 35, tzinfo=UTC)) == "23JAN210535"
     assert sis_date(sis_time(datetime(2026, 12, 31, 23, 59))) == date(2026, 12, 31)
     assert dttm(datetime(2026, 1, 1, 16, 30, 1, tzinfo=UTC)) == "20260102003001"
-    assert sis.rqfd_day(datetime(2026, 9, 9, 0, 0), datetime(2026, 9, 10, 6, 0)) == date(2026, 9, 9)
+    assert sis.rqfd_day(datetime(2026, 9, 9, 0, 0), datetime(2026, 9, 9, 23, 59)) == date(2026, 9, 9)
     assert sis.rqfd_day(None, datetime(2026, 9, 10, 6, 0)) == date(2026, 9, 10)
     with pytest.raises(sis.RequestInvalid):
         sis.rqfd_day(None, None)
+
+
+@pytest.mark.parametrize(("start", "end", "why"), [
+    (datetime(2026, 9, 9, 12, 0), datetime(2026, 9, 10, 6, 0), "more than one day"),
+    (datetime(2026, 9, 9, 18, 0), datetime(2026, 9, 9, 12, 0), "later than"),
+    (datetime(1999, 12, 31, 8, 0), None, "2000-2099"),
+    (None, datetime(2100, 1, 1, 8, 0), "2000-2099"),
+    (datetime(2026, 9, 8, 16, 30, tzinfo=UTC), datetime(2026, 9, 9, 1, 0), None),   # 9/9 00:30 local: one day
+])
+def test_d23_rqfd_window_is_one_day_in_the_sis_years(start, end, why):
+    """D23: one RQFD per day (a window spanning days is refused at registration); SIS writes
+    two-digit years, so only 2000-2099 can be sent and read back."""
+    if why is None:
+        assert sis.rqfd_day(start, end) == date(2026, 9, 9)
+        return
+    with pytest.raises(sis.RequestInvalid, match=why):
+        sis.rqfd_day(start, end)

@@ -50,10 +50,10 @@ def test_day_is_the_majority_sodt_date_ties_to_the_earliest():
     assert outline(decode(tie)).day == D9
 
 
-def test_empty_package_takes_the_meta_dttm_date():
-    """D4: an empty DNLD (RECS=0) applies to the date of META DTTM."""
+def test_empty_package_has_no_day():
+    """D4 (revised): an empty DNLD (RECS=0) has no day, whatever its META DTTM says."""
     pkg = outline(decode(dnld(dttm="20260910013000")))
-    assert pkg.flids == () and pkg.day == D10
+    assert pkg.flids == () and pkg.day is None
 
 
 def test_no_readable_sodt_leaves_the_day_open():
