@@ -74,10 +74,11 @@ class StepKind(StrEnum):
     WAIT_BACKOFF = "wait_backoff"    # the head's next attempt is not due
     WAIT_GAP = "wait_gap"            # a smaller id is missing and its grace has not expired
     WAIT_SOURCE = "wait_source"      # the mailbox is unreachable and the head's body not cached
+    WAIT_OPERATOR = "wait_operator"  # the head's mailbox row vanished: an operator resolves it (D24)
 
     @property
     def waiting(self) -> bool:
-        return self in (StepKind.WAIT_BACKOFF, StepKind.WAIT_GAP, StepKind.WAIT_SOURCE)
+        return self in (StepKind.WAIT_BACKOFF, StepKind.WAIT_GAP, StepKind.WAIT_SOURCE, StepKind.WAIT_OPERATOR)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,8 @@ class ErrorClass(StrEnum):
     HANDLER_ERROR = "HANDLER_ERROR"  # a handler or engine defect: retried, then dead-lettered
     INFRA = "INFRA"                  # a statement or a post-commit step failed: retried
     SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"   # noted while the head waits for the mailbox
+    PROJECTION = "PROJECTION"        # the post-commit projection failed: the head waits, no attempt (D22)
+    SOURCE_MISSING = "SOURCE_MISSING"  # the mailbox row vanished: the head waits for an operator (D24)
 
 
 class Step(StrEnum):
@@ -133,13 +136,25 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class Wait:
+    """The head waits for something outside the message: the projection (D22) or an operator
+    (D24). It stays open (FAILED, not terminal, not marked, events not released), uses no attempt
+    and is retried after ``delay_s``; ``alert`` is logged as an ALERT when set."""
+
+    error_class: ErrorClass
+    detail: str
+    delay_s: float
+    alert: str | None = None
+
+
+@dataclass(frozen=True)
 class SourceWait:
     """The mailbox is down and the head's body is not cached: wait, no attempt used."""
 
     exc: SourceUnavailable
 
 
-Outcome = Terminal | Failed | SourceWait
+Outcome = Terminal | Failed | SourceWait | Wait
 
 
 class DecoderCrash(Exception):
@@ -194,7 +209,8 @@ class Processor:
             log.warning("passed %s expired gap(s) below mailbox id %s", passed, head.msg_id)
         if head.next_attempt_at is not None and head.next_attempt_at > now:
             conn.commit()
-            return StepResult(StepKind.WAIT_BACKOFF, head.msg_id, wait_until=head.next_attempt_at)
+            kind = StepKind.WAIT_OPERATOR if head.error_class == ErrorClass.SOURCE_MISSING else StepKind.WAIT_BACKOFF
+            return StepResult(kind, head.msg_id, wait_until=head.next_attempt_at)
         return self.process(conn, head)
 
     # --- one message ---------------------------------------------------------------------------
@@ -236,14 +252,14 @@ class Processor:
             return self._classify(conn, head, step, msg, exc)
         return self._verdict(conn, head, decoded, routed.decision)
 
-    def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal:
-        """The body (DEAD(missing) when the mailbox row vanished), the hardened decode (DEAD
+    def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal | Wait:
+        """The body (a vanished mailbox row waits for an operator, D24), the hardened decode (DEAD
         MALFORMED, or SKIPPED when an ignore rule names the type anyway), the ignore rules (US-04).
         Raises SourceUnavailable when the mailbox cannot be read, DecoderCrash when the decoder
         itself fails."""
         body = self.source.body(conn, head.msg_id)
         if body is None:
-            return Terminal(Status.DEAD, "missing", "mailbox row vanished before processing")
+            return self._vanished(head)
         try:
             msg = decode(body, max_bytes=self.max_body_bytes)
         except SisRefused as exc:
@@ -349,8 +365,7 @@ class Processor:
         if isinstance(exc, LockLost) or (isinstance(exc, SQLAlchemyError) and is_disconnect(exc)):
             raise exc
         if step == Step.POST_COMMIT:
-            log.warning("post-commit step failed for mailbox id %s: %s", head.msg_id, exc)
-            return Failed(ErrorClass.INFRA, exc)
+            return self._projection_wait(head, exc)
         if isinstance(exc, SQLAlchemyError):
             if msg is not None and queue.identity_taken(exc):
                 other = queue.bound_elsewhere(conn, msg.meta.identity, head.msg_id)
@@ -372,6 +387,8 @@ class Processor:
                 outcome = self._classify(conn, head, Step.WRITE_STATE, outcome.msg, exc)
         if isinstance(outcome, SourceWait):
             return self._source_wait(conn, head, outcome.exc)
+        if isinstance(outcome, Wait):
+            return self._wait(conn, head, outcome)
         if isinstance(outcome, Failed):
             return self._failure(conn, head, outcome)
         return self.commit_terminal(conn, head, outcome)
@@ -415,6 +432,46 @@ class Processor:
             "error_class": failed.error_class, "error_detail": detail, "updated_at": now}, terminal=False,
             now=now, history=HistoryRow(Status.FAILED, None, failed.error_class, detail, attempts))
         return StepResult(StepKind.PROCESSED, head.msg_id, Status.FAILED, failed.error_class, wait_until=next_at)
+
+    # --- waits: open, no attempt used (D22, D24) ---------------------------------------------
+    def _projection_wait(self, head: QueueHead, exc: Exception) -> Wait:
+        """The post-commit projection failed (D22, INV-23, INV-17b): transaction 1 stands, the
+        message stays open and retries, backoff doubling from when it was applied and capped at
+        30 s, for as long as it takes; one alert when the wait passes 60 s. Never DEAD."""
+        now = self.clock.now()
+        applied = head.applied_at or now
+        waited = (now - applied).total_seconds()
+        before = (head.updated_at - applied).total_seconds() if head.applied_at and head.updated_at else 0.0
+        detail = f"{type(exc).__name__}: {exc}"[:2000]
+        log.warning("mailbox id %s waits for its projection (%.0f s so far): %s", head.msg_id, waited, detail)
+        alert = None
+        if waited >= self.policy.wait_alert_s > before:
+            alert = (f"mailbox id {head.msg_id} has waited {waited:.0f} s for the Redis projection; the queue "
+                     f"behind it waits too ({detail})")
+        return Wait(ErrorClass.PROJECTION, detail, self.policy.wait_delay(waited), alert)
+
+    def _vanished(self, head: QueueHead) -> Wait:
+        """The registered mailbox row is gone (C-12, D24): not the message's verdict, so it stays
+        open at the head, uses no attempt, is looked for again every 30 s, and is resolved by an
+        operator (an audited skip or replay). The alert fires when it is first found missing."""
+        self.source.forget(head.msg_id)          # look in the mailbox again next time
+        first = head.error_class != ErrorClass.SOURCE_MISSING
+        detail = "the mailbox row vanished before processing; an operator resolves it (msgx skip / msgx replay)"
+        alert = f"mailbox id {head.msg_id}: {detail}; the queue behind it waits" if first else None
+        return Wait(ErrorClass.SOURCE_MISSING, detail, self.policy.wait_cap_s, alert)
+
+    def _wait(self, conn: Connection, head: QueueHead, wait: Wait) -> StepResult:
+        """Record a wait: FAILED (open) with its class, the same attempts, the next look due."""
+        now = self.clock.now()
+        next_at = now + timedelta(seconds=wait.delay_s)
+        self._status_write(conn, head.msg_id, {
+            "status": Status.FAILED, "next_attempt_at": next_at, "error_class": wait.error_class,
+            "error_detail": wait.detail, "updated_at": now}, terminal=False, now=now,
+            history=HistoryRow(Status.FAILED, None, wait.error_class, wait.detail, head.attempts))
+        if wait.alert:
+            log.error("ALERT %s", wait.alert)
+        kind = StepKind.WAIT_OPERATOR if wait.error_class == ErrorClass.SOURCE_MISSING else StepKind.WAIT_BACKOFF
+        return StepResult(kind, head.msg_id, Status.FAILED, wait.error_class, wait_until=next_at)
 
     def _source_wait(self, conn: Connection, head: QueueHead, exc: SourceUnavailable) -> StepResult:
         """The mailbox is down and the head's body is not cached: wait, note it, use no attempt."""

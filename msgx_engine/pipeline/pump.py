@@ -119,7 +119,7 @@ class Pump:
                          opts.max_runtime_s)
                 break
             try:
-                busy, waiting = self._iteration(summary)
+                busy, waiting, blocked = self._iteration(summary)
                 drained = not busy and not waiting and opts.idle_for_s <= 0 and self._drained()
             except (SQLAlchemyError, LockLost) as exc:
                 if not isinstance(exc, LockLost) and not is_disconnect(exc):
@@ -135,6 +135,11 @@ class Pump:
                 last_beat = now
             if busy:
                 continue
+            if blocked and opts.idle_for_s <= 0:
+                # drain mode: nothing is processable until an operator resolves the head (D24)
+                log.warning("the queue head waits for an operator (its mailbox row vanished): "
+                            "drain stops; resolve it with msgx skip or msgx replay")
+                break
             if waiting and opts.exit_when_waiting:
                 break
             if not waiting:
@@ -144,19 +149,21 @@ class Pump:
                     break
             time.sleep(opts.idle_poll_s)
 
-    def _iteration(self, summary: PumpSummary) -> tuple[bool, bool]:
-        """One intake pass, then the head until it idles or waits, then a backfill batch."""
+    def _iteration(self, summary: PumpSummary) -> tuple[bool, bool, bool]:
+        """One intake pass, then the head until it idles or waits, then a backfill batch: (busy,
+        the head waits, the head waits for an operator)."""
         assert self.conn is not None
         stats = self.intake.scan(self.conn)
         summary.registered += stats.registered
         summary.late_arrivals += stats.late_arrivals
         summary.source_errors += stats.source_error is not None
         busy = stats.registered > 0
-        waiting = False
+        waiting = blocked = False
         for _ in range(self.intake.batch):
             result = self.processor.step(self.conn)
             if result.kind != StepKind.PROCESSED:
                 waiting = result.kind.waiting
+                blocked = result.kind == StepKind.WAIT_OPERATOR
                 break
             busy = True
             summary.processed[result.status or "?"] += 1
@@ -164,7 +171,7 @@ class Pump:
             b = self.backfill.run_once(self.conn)
             summary.marked += b.marked
             busy = busy or bool(b.marked or b.already or b.missing)
-        return busy, waiting
+        return busy, waiting, blocked
 
     def _drained(self) -> bool:
         assert self.conn is not None

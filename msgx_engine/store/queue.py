@@ -41,11 +41,14 @@ class QueueHead:
     deadline_from: datetime        # registration, or an operator's re-queue (the head deadline counts from it)
     next_attempt_at: datetime | None
     applied_at: datetime | None
+    updated_at: datetime | None    # the last status write (a wait's previous round, D22)
+    error_class: str | None        # why the last attempt failed or the head waits (D22, D24)
     gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
     writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
 
 
-_HEAD_COLUMNS = ("msg_id", "attempts", "coalesce(p.requeued_at, p.created_at)", "next_attempt_at", "applied_at")
+_HEAD_COLUMNS = ("msg_id", "attempts", "coalesce(p.requeued_at, p.created_at)", "next_attempt_at", "applied_at",
+                 "updated_at", "error_class")
 # The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
 # transaction that applies the head starts here, so the lock costs no extra round trip.
 _HEAD_SQL = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import replace
 from types import MappingProxyType
@@ -17,7 +18,7 @@ from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.tables import msg_event, proc_state
+from msgx_engine.store.tables import backfill_todo, msg_event, proc_state
 from tests.builders import flop, gtdt
 
 
@@ -79,31 +80,63 @@ def test_version_guard_keeps_newer_and_removes_codeshare(shared_projection):
     assert p.get("V2") is None
 
 
-def test_redis_down_pauses_at_projection_then_completes(settings, clock, own_redis):
-    """INV-23, INV-20b, DESIGN §2 steps 8-9: Redis stopped -> the message stays non-terminal
-    (FAILED/INFRA), its events are not released, the state is committed once; Redis back -> the
-    retry completes it without applying the state again, and the projection has it."""
+def test_d22_redis_outage_keeps_the_message_open_for_as_long_as_it_takes(settings, clock, own_redis, caplog):
+    """D22, INV-23, INV-17b, INV-20b (supersedes decisions P5): with Redis stopped the message
+    whose state transaction 1 committed stays open for as long as the outage lasts (here 15
+    minutes, longer than the 10-minute head deadline and far more than 5 attempts): FAILED with
+    error class PROJECTION, no attempt used, never DEAD, not marked, no backfill todo, its events
+    not released, the next message waiting behind it; the head looks again with a backoff capped
+    at 30 s, and one ALERT fires once it has waited 60 s. When Redis returns the message completes
+    without applying its state again and the projection holds it (the version guard takes it),
+    then the queue moves on."""
     app = App.from_settings(replace(settings, redis_url=own_redis.url), clock=clock)
     process(app, gtdt("R1", (1, "A1")))
     own_redis.stop()
-    process(app, gtdt("R1", (1, "B1")))
+    with caplog.at_level(logging.WARNING):
+        process(app, gtdt("R1", (1, "B1")), gtdt("R2", (1, "C1")))
+        waiting, behind = _last_two(app)
+        delays = []
+        for _ in range(40):                        # 40 looks, ~15 minutes of outage
+            row = _proc(app, waiting)
+            delays.append((row.next_attempt_at - clock.now()).total_seconds())
+            assert (row.status, row.error_class, row.attempts) == ("FAILED", "PROJECTION", 0)
+            assert row.applied_at is not None and row.terminal_at is None
+            clock.advance(delays[-1])
+            process(app)
+    assert delays[:7] == [1, 1, 2, 4, 8, 16, 30] and set(delays[7:]) == {30}
     with app.engine.connect() as conn:
-        last = conn.execute(select(proc_state).order_by(proc_state.c.msg_id.desc()).limit(1)).one()
-        assert (last.status, last.error_class) == ("FAILED", "INFRA") and last.applied_at is not None
-        unreleased = conn.execute(select(func.count()).where(msg_event.c.msg_id == last.msg_id,
-                                                             msg_event.c.released_at.is_(None))).scalar_one()
-        assert unreleased == 2
+        assert conn.execute(select(func.count()).where(msg_event.c.msg_id == waiting,
+                                                       msg_event.c.released_at.is_not(None))).scalar_one() == 0
+        assert conn.execute(select(func.count()).where(backfill_todo.c.msg_id == waiting)).scalar_one() == 0
+    assert app.mailbox.processed_at([waiting])[waiting] is None
+    assert _proc(app, behind).status == "PENDING"
+    alerts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ALERT")]
+    assert len(alerts) == 1 and "projection" in alerts[0] and f"mailbox id {waiting}" in alerts[0]
+
     own_redis.start()
-    clock.advance(5)
+    clock.advance(30)
     process(app)
+    assert (_proc(app, waiting).status, _proc(app, behind).status) == ("SUCCEEDED", "SUCCEEDED")
+    assert app.mailbox.processed_at([waiting])[waiting] is not None
     with app.engine.connect() as conn:
-        row = conn.execute(select(proc_state).where(proc_state.c.msg_id == last.msg_id)).one()
-        assert row.status == "SUCCEEDED"
-        assert conn.execute(select(func.count()).where(msg_event.c.msg_id == last.msg_id)).scalar_one() == 2
+        assert conn.execute(select(func.count()).where(msg_event.c.msg_id == waiting)).scalar_one() == 2
     client = connect(own_redis.url)
     assert json.loads(client.hget(DEFAULT_KEY, "R1"))["STATE_VERSION"] == 2
+    assert json.loads(client.hget(DEFAULT_KEY, "R1"))["GTDT"][0]["GATE"] == "B1"
     assert client.hgetall(DEFAULT_KEY) == pg_json(app)
     app.dispose()
+
+
+def _last_two(app: App) -> tuple[int, int]:
+    with app.engine.connect() as conn:
+        ids = conn.execute(select(proc_state.c.msg_id).order_by(proc_state.c.msg_id.desc()).limit(2)).scalars()
+        later, earlier = list(ids)
+    return earlier, later
+
+
+def _proc(app: App, msg_id: int):
+    with app.engine.connect() as conn:
+        return conn.execute(select(proc_state).where(proc_state.c.msg_id == msg_id)).one()
 
 
 def test_flushed_redis_is_rebuilt_and_drift_is_caught(settings, clock, own_redis):

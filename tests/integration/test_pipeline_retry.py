@@ -49,15 +49,16 @@ def failing_hook(fail_ids: set[int], times: int):
 
 
 def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock):
-    """US-03 AC1/AC4/AC5, INV-3, INV-17b, INV-20b: a failed post-commit step leaves the message FAILED
-    (attempt 1, error on its own record, next attempt +1 s) with state applied once and events not
-    yet releasable; the next id waits behind it; the retry runs only the remaining steps."""
+    """US-03 AC1, INV-3, INV-17b, INV-20b, D22: a failed post-commit step leaves the message FAILED
+    (PROJECTION, no attempt used, error on its own record, next look +1 s) with state applied once
+    and events not yet releasable; the next id waits behind it; the retry runs only the remaining
+    steps."""
     a = app.mailbox.put(gtdt("R1", (1, "A1")))
     b = app.mailbox.put(gtdt("R2", (1, "B1")))
     app.post_commit.append(failing_hook({a}, 1))
     drain_now(app)
     row = proc(app, a)
-    assert (row.status, row.attempts, row.error_class) == ("FAILED", 1, "INFRA")
+    assert (row.status, row.attempts, row.error_class) == ("FAILED", 0, "PROJECTION")
     assert "projection unavailable" in row.error_detail
     assert row.next_attempt_at == clock.now() + timedelta(seconds=1) and row.applied_at is not None
     assert [e.released_at for e in events(app, a)] == [None, None]
@@ -72,7 +73,7 @@ def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock):
     ev = events(app, a)
     assert len(ev) == 2 and all(e.released_at is not None for e in ev)
     assert ev[0].state_version == 1 and is_marked(app, a)
-    assert history(app, a) == [("FAILED", None, "INFRA", 1), ("SUCCEEDED", None, None, None)]
+    assert history(app, a) == [("FAILED", None, "PROJECTION", 0), ("SUCCEEDED", None, None, None)]
 
 
 class _Boom(Plan):

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from sqlalchemy import delete
 
 from msgx_engine.app import App
 from msgx_engine.mailbox.tables import cminmsgs
+from msgx_engine.pipeline.pump import PumpOptions
 from tests.builders import envelope, gtdt
 from tests.pipeline_support import (
     assert_no_effect,
@@ -152,14 +153,37 @@ def test_unsupported_type_is_skipped_not_retried(app):
     assert is_marked(app, m)
 
 
-def test_vanished_row_is_dead_missing(app):
-    """A registered row that disappears from the mailbox before processing: DEAD(missing), todo FAILED
-    (recorded: it cannot be marked)."""
-    m = app.mailbox.put(gtdt("S6", (1, "A1")))
+def test_c12_d24_vanished_row_stays_open_at_the_head_with_one_alert(app, clock, caplog):
+    """C-12, D24: a registered row that disappears from the mailbox is not a verdict on the
+    message: it stays open at the head (FAILED, SOURCE_MISSING, no attempt used, no todo, not
+    DEAD), one ALERT when it is first found missing, and the next id does not pass it. It is looked
+    for again every 30 s (no second alert); a drain stops instead of waiting forever; when the row
+    is back (an operator restored it) it is processed like any other."""
+    body = gtdt("S6", (1, "A1"))
+    m = app.mailbox.put(body)
+    n = app.mailbox.put(gtdt("S7", (1, "B1")))
     register(app)
     with app.mailbox.engine.connect() as mconn:
         mconn.execute(delete(cminmsgs).where(cminmsgs.c.CMINMSGS_ID == m))
+    with caplog.at_level(logging.ERROR):
+        drain_now(app)
+        row = proc(app, m)
+        assert (row.status, row.reason, row.error_class, row.attempts) == ("FAILED", None, "SOURCE_MISSING", 0)
+        assert row.next_attempt_at == clock.now() + timedelta(seconds=30)
+        assert proc(app, n).status == "PENDING" and gates(app, "S7") == []
+        assert todo(app, m) is None
+        clock.advance(30)
+        summary = app.pump(PumpOptions(idle_poll_s=0.01)).run()      # a plain drain returns
+        assert not summary.processed
+        clock.advance(3600)
+        drain_now(app)
+    assert (proc(app, m).status, proc(app, m).attempts, proc(app, n).status) == ("FAILED", 0, "PENDING")
+    alerts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ALERT")]
+    assert len(alerts) == 1 and f"mailbox id {m}" in alerts[0] and "vanished" in alerts[0]
+    with app.mailbox.engine.begin() as mconn:
+        mconn.execute(cminmsgs.insert().values(CMINMSGS_ID=m, CMINMSGS_CLOB_MSG=body, CMINMSGS_STATUS="VALID",
+                                               CMINMSGS_DATE_RECEIVED=datetime(2026, 1, 1)))
+    clock.advance(30)
     drain_now(app)
-    assert (proc(app, m).status, proc(app, m).reason) == ("DEAD", "missing")
-    t = todo(app, m)
-    assert (t.status, t.last_error) == ("FAILED", "mailbox row not found")
+    assert (proc(app, m).status, proc(app, n).status) == ("SUCCEEDED", "SUCCEEDED")
+    assert gates(app, "S6") == [(1, "A1")] and is_marked(app, m)
