@@ -113,7 +113,7 @@ class Settings:
             split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
             schd_format=_schd_format(),
             archive_after=_duration("MSGX_ARCHIVE_AFTER", "1d", low=timedelta(days=1), high=timedelta(days=7)),
-            identity_window=_duration("MSGX_IDENTITY_WINDOW", "24h"),
+            identity_window=_duration("MSGX_IDENTITY_WINDOW", "24h", low=timedelta(seconds=1)),
             purge_after=_duration("MSGX_PURGE_AFTER", "7d", low=timedelta(days=1)),
             ledger_retention=_duration("MSGX_LEDGER_RETENTION", "30d", low=timedelta(days=1)),
         )

@@ -51,7 +51,7 @@ from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused,
 from msgx_engine.state.bridges import STAND_KEYS, BridgeMap, derive, needs_derivation, stands_of
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import document_changes
-from msgx_engine.store import locks, outbox, queue
+from msgx_engine.store import identity, locks, outbox, queue
 from msgx_engine.store.bridges import BridgeReader
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.outbox import OutboxRow
@@ -174,6 +174,7 @@ class Processor:
     gap_grace_s: float = 5.0
     max_body_bytes: int = MAX_BODY_BYTES
     post_commit: list[PostCommitHook] = field(default_factory=list)
+    identity_window: timedelta = identity.DEFAULT_WINDOW      # D26: how long an identity binds
     source: BodySource = field(init=False)
     split_transactions: bool = False
 
@@ -288,8 +289,8 @@ class Processor:
                     routed: routing.Routed, now: datetime) -> list[FlightState]:
         """The decision's flight states, its plans and the unreleased outbox events (INV-17b).
 
-        Identity (INV-9) is checked optimistically: binding it is part of the guarded status
-        write, and the unique constraint on identity_key refuses a clash, which rolls the whole
+        Identity (INV-9, D26) is checked optimistically: binding it is part of the guarded status
+        write, and a binding held by another row inside the window refuses it, which rolls the whole
         transaction back before the clash is classified. One round trip less per message."""
         msg_id = head.msg_id
         states, events = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id))
@@ -308,8 +309,7 @@ class Processor:
 
     def commit_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
         """``applied_at`` and the identity binding, guarded; transaction 1 commits."""
-        if not queue.mark_applied(conn, head.msg_id, now=now, identity=msg.meta.identity,
-                                  payload_hash=msg.payload_hash, msg_type=msg.meta.type,
+        if not queue.mark_applied(conn, head.msg_id, now=now, bind=self._bind(msg), msg_type=msg.meta.type,
                                   msg_styp=msg.meta.styp, pid=_pid(conn)):
             conn.rollback()
             raise LockLost(f"mailbox id {head.msg_id} is no longer open or already applied; "
@@ -330,7 +330,7 @@ class Processor:
     # --- verdicts and failures ---------------------------------------------------------------
     def _verdict(self, conn: Connection, head: QueueHead, msg: SisMessage, decision: Decision) -> Terminal:
         """A handler's SKIPPED or DEAD; the identity is checked first (a duplicate stays a duplicate)."""
-        other = queue.bound_elsewhere(conn, msg.meta.identity, head.msg_id)
+        other = self._bound_elsewhere(conn, head, msg)
         if other is not None:
             return self._identity_clash(head, msg, other)
         if decision.outcome == DEAD:
@@ -339,7 +339,7 @@ class Processor:
                         bind=decision.reason == "unsupported")
 
     @staticmethod
-    def _identity_clash(head: QueueHead, msg: SisMessage, other: queue.Binding) -> Terminal:
+    def _identity_clash(head: QueueHead, msg: SisMessage, other: identity.Binding) -> Terminal:
         """Same SNDR|TYPE|STYP|SEQN already bound to another row (INV-9): same content is a
         duplicate, other content a conflict; neither has any business effect."""
         if other.payload_hash == msg.payload_hash:
@@ -366,11 +366,10 @@ class Processor:
             raise exc
         if step == Step.POST_COMMIT:
             return self._projection_wait(head, exc)
+        if isinstance(exc, identity.IdentityTaken) and msg is not None:
+            other = self._bound_elsewhere(conn, head, msg)
+            return self._identity_clash(head, msg, other) if other is not None else Failed(ErrorClass.INFRA, exc)
         if isinstance(exc, SQLAlchemyError):
-            if msg is not None and queue.identity_taken(exc):
-                other = queue.bound_elsewhere(conn, msg.meta.identity, head.msg_id)
-                if other is not None:
-                    return self._identity_clash(head, msg, other)
             return Failed(ErrorClass.INFRA, exc)
         log.exception("handler error on mailbox id %s", head.msg_id)
         return Failed(ErrorClass.HANDLER_ERROR, exc)
@@ -406,12 +405,14 @@ class Processor:
             values["error_class"] = t.error_class
         if attempts is not None:
             values["attempts"] = attempts
+        bind = None
         if t.msg is not None:
             values.update(msg_type=t.msg.meta.type, msg_styp=t.msg.meta.styp, payload_hash=t.msg.payload_hash)
             if t.bind:
                 values["identity_key"] = t.msg.meta.identity
+                bind = self._bind(t.msg)
         self._status_write(conn, head.msg_id, values, terminal=True, now=now, history=HistoryRow(
-            t.status, t.reason, t.error_class, t.detail, attempts))
+            t.status, t.reason, t.error_class, t.detail, attempts), bind=bind)
         self.source.forget(head.msg_id)
         faults.reach("after_tx2")
         if t.status == Status.DEAD:
@@ -483,19 +484,29 @@ class Processor:
 
     @staticmethod
     def _status_write(conn: Connection, msg_id: int, values: dict[str, object], *, terminal: bool,
-                      now: datetime, history: HistoryRow) -> None:
+                      now: datetime, history: HistoryRow, bind: queue.Bind | None = None) -> None:
         """One guarded statement, then commit: the row must still be open and this session must
-        hold the writer lock (OPS-1), else ``LockLost``."""
+        hold the writer lock (OPS-1), else ``LockLost``; an identity bound elsewhere inside the window
+        raises ``IdentityTaken`` (rolled back, classified by the caller)."""
         try:
             if not queue.write_status(conn, msg_id, values, terminal=terminal, history=history, now=now,
-                                      pid=_pid(conn)):
+                                      pid=_pid(conn), bind=bind):
                 conn.rollback()
                 raise LockLost(f"status write for mailbox id {msg_id} refused: the row is not open or "
                                "this session lost the writer lock")
             conn.commit()
-        except SQLAlchemyError:
+        except (SQLAlchemyError, identity.IdentityTaken):
             _rollback(conn)
             raise
+
+    # --- identity (INV-9, D26) ------------------------------------------------------------------
+    def _bind(self, msg: SisMessage) -> queue.Bind:
+        return queue.Bind(msg.meta.identity, msg.payload_hash, self.identity_window)
+
+    def _bound_elsewhere(self, conn: Connection, head: QueueHead, msg: SisMessage) -> identity.Binding | None:
+        """The message this one's identity is bound to inside the window (D26), if any."""
+        return identity.bound_elsewhere(conn, msg.meta.identity, head.msg_id, head.registered_at,
+                                        self.identity_window)
 
     def _ignored_by(self, meta: Meta) -> str | None:
         """US-04: case-insensitive TYPE-STYP / TYPE-* rules, checked before identity binding."""

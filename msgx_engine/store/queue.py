@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import cache
 
-from sqlalchemy import Connection, Select, func, or_, select, update
+from sqlalchemy import Connection, Row, Select, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
+from msgx_engine.store import identity
 from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
 from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state, proc_state_archive
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OPEN", "TERMINAL", "Status", "TodoStatus", "QueueHead", "Binding"]
+__all__ = ["OPEN", "TERMINAL", "Status", "TodoStatus", "QueueHead", "Bind"]
 
 _OPEN_SQL = sql_in(OPEN)
 
@@ -43,12 +44,13 @@ class QueueHead:
     applied_at: datetime | None
     updated_at: datetime | None    # the last status write (a wait's previous round, D22)
     error_class: str | None        # why the last attempt failed or the head waits (D22, D24)
+    registered_at: datetime        # registration (created_at): the identity window counts from it (D26)
     gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
     writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
 
 
 _HEAD_COLUMNS = ("msg_id", "attempts", "coalesce(p.requeued_at, p.created_at)", "next_attempt_at", "applied_at",
-                 "updated_at", "error_class")
+                 "updated_at", "error_class", "created_at")
 # The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
 # transaction that applies the head starts here, so the lock costs no extra round trip.
 _HEAD_SQL = (
@@ -74,60 +76,54 @@ def pass_gaps(conn: Connection, head_id: int, now: datetime) -> int:
         intake_gap.c.arrived_at.is_(None)).values(passed_at=now)).rowcount
 
 
-# --- identity (INV-9) ------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Binding:
-    """Another message bound to the same identity."""
-
-    msg_id: int
-    payload_hash: str | None
-
-
-IDENTITY_CONSTRAINT = "proc_state_identity_key_key"
-_IDENTITY_SQL = ("SELECT msg_id, payload_hash FROM proc_state WHERE identity_key = %(identity)s "
-                 "AND msg_id <> %(msg_id)s LIMIT 1")
-
-
-def bound_elsewhere(conn: Connection, identity: str, msg_id: int) -> Binding | None:
-    row = conn.exec_driver_sql(_IDENTITY_SQL, {"identity": identity, "msg_id": msg_id}).first()
-    return Binding(row.msg_id, row.payload_hash) if row is not None else None
-
-
-def identity_taken(exc: BaseException) -> bool:
-    """A guarded write was refused because another row already holds this identity_key."""
-    diag = getattr(getattr(exc, "orig", None), "diag", None)
-    return getattr(diag, "constraint_name", None) == IDENTITY_CONSTRAINT
-
-
 # --- the guarded writes ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bind:
+    """An identity to bind in a guarded write (INV-9, D26; ``store.identity``)."""
+
+    identity: str
+    payload_hash: str | None
+    window: timedelta
+
+
 _APPLIED_SQL = (
-    "UPDATE proc_state SET applied_at = %(now)s, updated_at = %(now)s, identity_key = %(identity)s, "
-    "payload_hash = %(payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
+    "WITH u AS (UPDATE proc_state SET applied_at = %(now)s, updated_at = %(now)s, identity_key = %(b_identity)s, "
+    "payload_hash = %(b_payload_hash)s, msg_type = %(msg_type)s, msg_styp = %(msg_styp)s "
     f"WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL} AND applied_at IS NULL "
-    "AND pg_backend_pid() = %(pid)s")
+    "AND pg_backend_pid() = %(pid)s RETURNING msg_id, created_at), "
+    f"{identity.binding_cte('u')} SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
 
 
-def mark_applied(conn: Connection, msg_id: int, *, now: datetime, identity: str, payload_hash: str,
-                 msg_type: str, msg_styp: str, pid: int) -> bool:
+def mark_applied(conn: Connection, msg_id: int, *, now: datetime, bind: Bind, msg_type: str, msg_styp: str,
+                 pid: int) -> bool:
     """``applied_at`` and the identity binding, guarded: False when the row is no longer open,
-    was already applied, or this session lost the writer lock."""
-    done = conn.exec_driver_sql(_APPLIED_SQL, {
-        "now": now, "identity": identity, "payload_hash": payload_hash, "msg_type": msg_type,
-        "msg_styp": msg_styp, "msg_id": msg_id, "pid": pid})
-    return done.rowcount == 1
+    was already applied, or this session lost the writer lock; ``IdentityTaken`` when another row
+    holds the identity inside the window (the caller rolls back)."""
+    params = {"now": now, "msg_type": msg_type, "msg_styp": msg_styp, "msg_id": msg_id, "pid": pid,
+              **identity.binding_params(bind.identity, bind.payload_hash, bind.window)}
+    return _bound(conn.exec_driver_sql(_APPLIED_SQL, params).one())
+
+
+def _bound(counts: Row) -> bool:
+    """(rows written, identities bound) of a guarded write -> written; a write whose identity did
+    not bind raises ``IdentityTaken``."""
+    written, bound = counts
+    if written == 1 and bound == 0:
+        raise identity.IdentityTaken("the identity is bound to another message inside the window")
+    return bool(written == 1)
 
 
 @cache
-def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool = True) -> str:
+def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool, bind: bool) -> str:
     """The guarded status write for one set of columns (INV-8): the status, its history row and,
-    when terminal, the backfill todo and the event release, all in one statement. Without
-    ``writer_guard`` (an operator's action, which holds the writer row lock instead of the
-    pump's advisory lock) only the row's being open is checked."""
+    when terminal, the backfill todo and the event release, and when asked the identity binding
+    (D26), all in one statement. Without ``writer_guard`` (an operator's action, which holds the
+    writer row lock instead of the pump's advisory lock) only the row's being open is checked."""
     sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
     guard = " AND pg_backend_pid() = %(pid)s" if writer_guard else ""
     parts = [
         f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL}"
-        f"{guard} RETURNING msg_id)",
+        f"{guard} RETURNING msg_id, created_at)",
         "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
         "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
         "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
@@ -138,7 +134,10 @@ def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool = T
             "ON CONFLICT (msg_id) DO NOTHING)",
             "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
             "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
-    return f"WITH {', '.join(parts)} SELECT count(*) FROM u"
+    if bind:
+        parts.append(identity.binding_cte("u"))
+    bound = "(SELECT count(*) FROM b)" if bind else "1"
+    return f"WITH {', '.join(parts)} SELECT (SELECT count(*) FROM u), {bound}"
 
 
 @dataclass(frozen=True)
@@ -151,18 +150,23 @@ class HistoryRow:
 
 
 def write_status(conn: Connection, msg_id: int, values: dict[str, object], *, terminal: bool,
-                 history: HistoryRow, now: datetime, pid: int | None) -> bool:
+                 history: HistoryRow, now: datetime, pid: int | None, bind: Bind | None = None) -> bool:
     """One guarded statement: ``values`` on the row (which must still be open, written by the
     backend that holds the writer lock; ``pid=None``: an operator's action under the writer row
     lock), its history row and, when ``terminal``, the backfill todo and the release of the
-    message's outbox events. False when refused."""
+    message's outbox events; with ``bind`` also the identity binding (its readable text goes to
+    ``identity_key``). False when refused; ``IdentityTaken`` when another row holds the identity
+    inside the window (the caller rolls back)."""
     columns = tuple(sorted(values))
     params = {f"v_{c}": values[c] for c in columns}
     params.update({"h_status": str(history.status), "h_reason": history.reason,
                    "h_error_class": history.error_class, "h_error_detail": history.error_detail,
                    "h_attempt": history.attempt})
     params.update(msg_id=msg_id, now=now, pid=pid)
-    return conn.exec_driver_sql(_status_sql(columns, terminal, pid is not None), params).scalar_one() == 1
+    if bind is not None:
+        params.update(identity.binding_params(bind.identity, bind.payload_hash, bind.window))
+    sql = _status_sql(columns, terminal, pid is not None, bind is not None)
+    return _bound(conn.exec_driver_sql(sql, params).one())
 
 
 def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now: datetime) -> None:

@@ -18,7 +18,6 @@ from sqlalchemy import (
     PrimaryKeyConstraint,
     Table,
     Text,
-    UniqueConstraint,
     func,
     text,
 )
@@ -120,14 +119,13 @@ proc_state = Table(
     _ts("applied_at"),
     _ts("terminal_at"),
     _ts("updated_at", nullable=False, server_default=func.now()),
-    Column("identity_key", Text),
+    Column("identity_key", Text),              # readable identity, for display; bindings: msg_identity
     Column("payload_hash", Text),
     Column("dup_of", BigInteger),
     Column("msg_type", Text),
     Column("msg_styp", Text),
     Column("late_arrival", Boolean, nullable=False, server_default=text("false")),
     _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
-    UniqueConstraint("identity_key", name="proc_state_identity_key_key"),
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
 
@@ -144,6 +142,20 @@ proc_state_hst = Table(
     _ts("at", nullable=False, server_default=func.now()),
 )
 Index("proc_state_hst_msg_idx", proc_state_hst.c.msg_id)
+
+# Identity bindings within the window (D26, store/identity.py): one row per identity, keyed by the
+# SHA-256 of its text so the key is always 64 characters.
+msg_identity = Table(
+    "msg_identity",
+    metadata,
+    Column("identity_hash", Text, primary_key=True),
+    Column("identity", Text, nullable=False),
+    Column("msg_id", BigInteger, nullable=False),
+    Column("payload_hash", Text),
+    _ts("registered_at", nullable=False),
+    _ts("bound_at", nullable=False),
+)
+Index("msg_identity_registered_idx", msg_identity.c.registered_at)
 
 msg_event = Table(
     "msg_event",

@@ -25,13 +25,14 @@ def test_upgrade_matches_the_table_module_and_downgrade_removes_everything(pg_db
         for table in ("flight_schd", "flight_gate", "flight_checkin", "flight_belt", "flight_stand_plan",
                       "flight_chute", "flight_delay", "flight_bridge_op", "flight_chock_op",
                       "flight_route_point", "schd_gen", "schd_gen_flid", "pipeline_lock", "proc_state",
-                      "proc_state_hst", "msg_event", "backfill_todo", "req_track", "ref_master"):
+                      "proc_state_hst", "msg_event", "backfill_todo", "req_track", "ref_master", "msg_identity"):
             assert table in names
         pk = inspect(engine).get_pk_constraint("flight_route_point")["constrained_columns"]
         assert pk == ["flid", "route_kind", "ordinal"]
         assert inspect(engine).get_foreign_keys("flight_gate") == []
-        uniques = {tuple(u["column_names"]) for u in inspect(engine).get_unique_constraints("proc_state")}
-        assert ("identity_key",) in uniques
+        # D26: the identity binds through msg_identity's fixed-size hash key, not a unique text column
+        assert inspect(engine).get_unique_constraints("proc_state") == []
+        assert inspect(engine).get_pk_constraint("msg_identity")["constrained_columns"] == ["identity_hash"]
         migrate.downgrade(engine)
         assert set(inspect(engine).get_table_names()) <= {"alembic_version"}
         migrate.upgrade(engine)
@@ -90,5 +91,30 @@ def test_0007_derives_the_airbridges_of_existing_flights(pg_dbs):
         assert loaded == ["ABDG", "GLST"]
         assert json.loads(rows["F1"]) == {"111": ["B1", "b2"], "112": ["b2"]}
         assert json.loads(rows["F3"]) == {"R9": []} and rows["F2"] is None
+    finally:
+        engine.dispose()
+
+
+def test_0009_copies_the_bindings_under_their_hash(pg_dbs):
+    """D26: 0009 moves each bound identity into msg_identity, keyed by the SHA-256 of its text (the
+    same key msgx_engine.store.identity computes), and drops the unique constraint; the downgrade
+    restores it."""
+    from sqlalchemy import text
+
+    from msgx_engine.store.identity import identity_hash
+
+    engine = make_engine(pg_dbs.fresh(migrated=False))
+    try:
+        migrate.upgrade(engine, "0008")
+        with engine.begin() as conn:
+            conn.execute(text("INSERT INTO proc_state (msg_id, status, identity_key, payload_hash) VALUES "
+                              "(7, 'SUCCEEDED', 'AODB|FLOP|GTDT|1243', 'h7'), (8, 'PENDING', NULL, NULL)"))
+        migrate.upgrade(engine, "0009")
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT identity_hash, identity, msg_id, payload_hash FROM msg_identity")).all()
+        assert [tuple(r) for r in rows] == [(identity_hash("AODB|FLOP|GTDT|1243"), "AODB|FLOP|GTDT|1243", 7, "h7")]
+        migrate.downgrade(engine, "0008")
+        uniques = {tuple(u["column_names"]) for u in inspect(engine).get_unique_constraints("proc_state")}
+        assert ("identity_key",) in uniques and "msg_identity" not in inspect(engine).get_table_names()
     finally:
         engine.dispose()

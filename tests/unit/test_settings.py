@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+from datetime import timedelta
 
 from conftest import MSGX_BIN
 
@@ -34,3 +35,23 @@ def test_not_configured_is_reported(caplog):
     with caplog.at_level(logging.INFO):
         assert post_commit_hooks(None) == []
     assert any("not configured" in r.message for r in caplog.records)
+
+
+def test_d26_identity_window_is_read_like_24h_90m_2d(monkeypatch):
+    """D26, DESIGN §4: MSGX_IDENTITY_WINDOW (default 24h) takes a whole number and s/m/h/d;
+    anything else (no unit, zero, negative, fractions) refuses to start."""
+    import pytest
+
+    from msgx_engine.config import ConfigError
+
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
+    assert Settings.from_env().identity_window == timedelta(hours=24)
+    for raw, window in (("24h", timedelta(hours=24)), ("90m", timedelta(minutes=90)), ("2d", timedelta(days=2)),
+                        (" 3600S ", timedelta(hours=1))):
+        monkeypatch.setenv("MSGX_IDENTITY_WINDOW", raw)
+        assert Settings.from_env().identity_window == window
+    for raw in ("24", "0h", "-1h", "1.5h", "1w", "h"):
+        monkeypatch.setenv("MSGX_IDENTITY_WINDOW", raw)
+        with pytest.raises(ConfigError, match="MSGX_IDENTITY_WINDOW"):
+            Settings.from_env()
