@@ -24,7 +24,7 @@ from msgx_engine.handlers.answers import OpenRequest
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
-from msgx_engine.pipeline.refresh import refresh
+from msgx_engine.pipeline.derived import refresh_derived
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
@@ -144,11 +144,11 @@ def route_for(msg: SisMessage) -> Route[Any] | None:
 
 def decide(conn: Connection, msg: SisMessage, msg_id: int) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
-    derived fields the decision touches (``pipeline.refresh``: D30's MAFL); an unknown
+    derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
     TYPE/STYP is SKIPPED(unsupported) (D8, INV-30)."""
     route = route_for(msg)
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
     ctx = route.load(conn, msg, msg_id)
-    decision, flights = refresh(conn, route.decide(msg, ctx), route.flights(ctx))
+    decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx))
     return Routed(decision, flights)

@@ -1,5 +1,5 @@
-"""Derived fields: after a handler decides, keep every field msgx derives true, in the same
-transaction 1 (DESIGN §2 step 6; D30 today).
+"""Derived fields a flight change moves: after a handler decides, keep every field msgx derives
+from other flights true, in the same transaction 1 (DESIGN §2 step 6; D30's MAFL).
 
 A derived field is computed from other stored facts rather than taken from a message: a
 master's ``MAFL`` from its live children's ``MAID`` (D30). A message that changes those facts
@@ -13,11 +13,13 @@ reader ever sees the two apart (INV-21/22). Each rule is a ``Refresh``:
 - ``derive`` (pure): the further ``FlightChange``s, for flights the message writes (folded into
   their change) or others (``create=False``).
 
-``refresh`` loads, row-locked, the flights a decision's changes name that the route did not load
+``refresh_derived`` loads, row-locked, the flights a decision's changes name that the route did not load
 (the children an FDEL cascade deletes, the masters a rule refreshes), dropping the changes that
 would leave a flight as it is (US-05 AC5), and runs every rule once in between. A rule reads
 only when ``concerns`` and ``wanted`` say so, so a message that touches no derived field costs
-nothing here. Add a rule by appending to ``REFRESHES``.
+nothing here. Add a rule by appending to ``REFRESHES``. (Derived content that follows reference
+data, the airbridges of D27, is refreshed by the reference plan's writer instead:
+``store.refresh.refresh_flights``.)
 """
 
 from __future__ import annotations
@@ -56,8 +58,8 @@ MAFL = Refresh(codeshare.may_touch_masters, codeshare.masters_to_derive, _childr
 REFRESHES: tuple[Refresh[Any], ...] = (MAFL,)
 
 
-def refresh(conn: Connection, decision: Decision, flights: Mapping[str, FlightState]
-            ) -> tuple[Decision, Mapping[str, FlightState]]:
+def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState]
+                    ) -> tuple[Decision, Mapping[str, FlightState]]:
     """The decision with every derived field refreshed, and the loaded states it applies to."""
     if decision.outcome != APPLY or not decision.changes:
         return decision, flights
