@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import sys
+from datetime import date
 from pathlib import Path
 
 from msgx_engine.config import ConfigError, Settings
@@ -106,6 +107,20 @@ def cmd_flights(args: argparse.Namespace) -> int:
     with app.engine.connect() as conn, conn.begin():
         states = FlightRepository(conn).load_all_current()
     print(json.dumps([state_document(s) for s in states], ensure_ascii=False, indent=1, sort_keys=True))
+    return 0
+
+
+def cmd_snapshot_report(args: argparse.Namespace) -> int:
+    """The reconciliation reports as a JSON list, oldest first (``[]`` when there is none)."""
+    from msgx_engine.store.ledger import read_reports
+
+    app = _app()
+    try:
+        with app.engine.connect() as conn:
+            reports = read_reports(conn, day=args.day, latest=args.day is None)
+    finally:
+        app.dispose()
+    print(json.dumps(reports, ensure_ascii=False, indent=1, sort_keys=True))
     return 0
 
 
@@ -376,6 +391,11 @@ def parser() -> argparse.ArgumentParser:
 
     flights = sub.add_parser("flights", help="print current flights as whole-state JSON")
     flights.set_defaults(func=cmd_flights)
+
+    report = sub.add_parser("snapshot-report", help="how far msgx's state had drifted from each daily snapshot")
+    report.add_argument("--day", type=date.fromisoformat, help="every report of this day (YYYY-MM-DD); "
+                        "default: the newest report")
+    report.set_defaults(func=cmd_snapshot_report)
     return p
 
 

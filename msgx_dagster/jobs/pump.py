@@ -2,17 +2,38 @@
 the inbox sensor starts it long-lived (idle-polls for minutes, exits before its max runtime)."""
 
 import dagster as dg
+from sqlalchemy import Engine
 
 from msgx_dagster.assets.specs import FLIGHT_STATE, MAILBOX, OUTBOX, PROC_STATE
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_dagster.run_limits import warn_without_singleton_limit
 from msgx_engine.delivery.runner import inline_dispatcher
+from msgx_engine.handlers.reconcile import HEADLINE
 from msgx_engine.monitor import backlog
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
+from msgx_engine.store.ledger import last_report_id, read_reports
 from msgx_engine.store.queue import Status
 
 LONG_LIVED_IDLE_S = 600.0
+
+
+class SnapshotReports:
+    """Each snapshot the pump applies becomes one FLIGHT_STATE materialization carrying its
+    reconciliation's headline counts (read at heartbeats and at the end: one query each)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        with engine.connect() as conn:
+            self.seen = last_report_id(conn)
+
+    def report(self, context: dg.OpExecutionContext) -> None:
+        with self.engine.connect() as conn:
+            reports = read_reports(conn, after_msg_id=self.seen)
+        for r in reports:
+            materialize(context, FLIGHT_STATE, {"snapshot_msg_id": r["msg_id"],
+                                                **{k: r[k] for k in HEADLINE if k in r}})
+            self.seen = max(self.seen, int(r["msg_id"]))
 
 
 class PumpConfig(dg.Config):
@@ -29,11 +50,13 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
     with msgx.open_app() as app:
         app.check_ready()
         reported = {"n": 0}
+        snapshots = SnapshotReports(app.engine)
 
         def heartbeat(summary: PumpSummary) -> None:
             done = sum(summary.processed.values())
             if done != reported["n"]:
                 materialize(context, PROC_STATE, summary.as_metadata())
+                snapshots.report(context)
                 reported["n"] = done
 
         pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
@@ -50,6 +73,7 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         materialize(context, MAILBOX, {"unregistered": left.unregistered, "top_id": left.top_mailbox_id,
                                        "backfill_pending": left.backfill_pending}, observe=True)
         materialize(context, PROC_STATE, {**meta, "open": left.open_messages, "dead_total": left.dead})
+        snapshots.report(context)
         if summary.processed.get(Status.SUCCEEDED):
             materialize(context, FLIGHT_STATE, {"messages_applied": summary.processed[Status.SUCCEEDED]})
             materialize(context, OUTBOX, {"unsent_released_events": left.unsent_events})

@@ -56,12 +56,22 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
     return entry
 
 
-def _details_sql() -> str:
+@cache
+def _details_sql(prefix: str = "") -> str:
     """Every detail row of ``flids`` from all 9 tables in one statement (one round trip): each row
-    as JSON, tagged with its table, in (table, flid, ordinal) order."""
-    parts = [f"SELECT '{name}' AS tbl, t.flid, t.ordinal, to_json(t.*) AS row FROM {name} t "
+    as JSON, tagged with its table, in (table, flid, ordinal) order. ``prefix`` reads copies of
+    the tables (``<prefix><table>``) instead."""
+    parts = [f"SELECT '{name}' AS tbl, t.flid, t.ordinal, to_json(t.*) AS row FROM {prefix}{name} t "
              "WHERE t.flid = ANY(%(flids)s)" for name in detail_tables]
     return " UNION ALL ".join(parts) + " ORDER BY tbl, flid, ordinal"
+
+
+@cache
+def _main_sql(prefix: str = "", for_update: bool = False) -> str:
+    """Main rows as one JSON value each, NULL columns stripped: a ~75-column row costs the driver
+    and SQLAlchemy far less as one column than as 75."""
+    sql = f"SELECT json_strip_nulls(to_json(f.*)) FROM {prefix}flight_schd f WHERE f.flid = ANY(%(flids)s)"
+    return sql + " FOR UPDATE" if for_update else sql
 
 
 @cache
@@ -81,11 +91,6 @@ def _insert_sql(table: str, columns: Sequence[str]) -> str:
 
 # The hot statements as plain SQL, built once from the table metadata and sent with
 # ``exec_driver_sql``: no per-call statement construction or compilation (DESIGN §6 budgets).
-# Main rows travel as one JSON value each, NULL columns stripped: a ~75-column row costs the
-# driver and SQLAlchemy far less as one column than as 75.
-_MAIN_SQL = "SELECT json_strip_nulls(to_json(f.*)) FROM flight_schd f WHERE f.flid = ANY(%(flids)s)"
-_MAIN_SQL_FOR_UPDATE = _MAIN_SQL + " FOR UPDATE"
-_DETAILS_SQL = _details_sql()
 _MAIN_COLUMNS = tuple(c.name for c in flight_schd.c if c.name != "created_at")
 _UPSERT_SQL = (_insert_sql("flight_schd", _MAIN_COLUMNS) + " ON CONFLICT (flid) DO UPDATE SET "
                + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid"))
@@ -149,8 +154,11 @@ def _as_dict(value: object) -> dict[str, Any]:
 class FlightRepository:
     """Reads and writes flight states on a caller-owned connection (the unit of work)."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, *, read_prefix: str = "") -> None:
+        """``read_prefix``: ``load`` reads copies of the tables named ``<prefix><table>`` (the
+        snapshot reconciliation's copies of the states before the snapshot)."""
         self.conn = conn
+        self.read_prefix = read_prefix
 
     def load(self, flids: Iterable[str], *, for_update: bool = False) -> dict[str, FlightState]:
         """Whole states of the given flights (deleted ones included, flagged) in 2 statements: the
@@ -159,7 +167,7 @@ class FlightRepository:
         if not wanted:
             return {}
         rows = [_as_dict(r[0]) for r in self.conn.exec_driver_sql(
-            _MAIN_SQL_FOR_UPDATE if for_update else _MAIN_SQL, {"flids": wanted})]
+            _main_sql(self.read_prefix, for_update), {"flids": wanted})]
         fields_by_flid: dict[str, dict[str, Value]] = {r["flid"]: row_to_fields(r) for r in rows}
         found = list(fields_by_flid)
         if found:
@@ -177,7 +185,8 @@ class FlightRepository:
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
         grouped: dict[tuple[str, str], list] = defaultdict(list)
-        for tbl, flid, _ordinal, row in self.conn.exec_driver_sql(_DETAILS_SQL, {"flids": list(flids)}):
+        details = self.conn.exec_driver_sql(_details_sql(self.read_prefix), {"flids": list(flids)})
+        for tbl, flid, _ordinal, row in details:
             row = _as_dict(row)
             spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
             grouped[(flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))

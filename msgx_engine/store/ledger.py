@@ -4,9 +4,10 @@ transaction-1 write of a snapshot.
 ``read_ledger`` and ``read_heads`` run under the writer lock and read, in a constant number of
 statements, what the pure handler needs (the route assembles them into a ``SnapshotContext``).
 ``write_snapshot`` then writes the handler's ``SnapshotPlan`` in the caller's transaction (FS §3.3
-steps 4-6): version CAS, full states, soft deletes, member list, run record, and returns the
-``schd`` outbox rows. Any failure rolls the whole transaction back, so the old generation stays
-intact (INV-31).
+steps 4-6): version CAS, full states, soft deletes, member list, run record with the
+reconciliation report (how the package differs from the state it replaced, ``store.reconcile``),
+and returns the ``schd`` outbox rows. Any failure rolls the whole transaction back, so the old
+generation stays intact (INV-31).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ from __future__ import annotations
 import json
 import logging
 from datetime import date, datetime
+from typing import Any
 
-from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, delete, insert, select, update
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, delete, func, insert, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 
+from msgx_engine.handlers.reconcile import Reconciliation, examples, reconcile
 from msgx_engine.handlers.snapshot import Head, Ledger, SnapshotPlan
 from msgx_engine.state.bridges import with_bridges
 from msgx_engine.store import outbox
+from msgx_engine.store import reconcile as reconciliation
 from msgx_engine.store.bridges import BridgeReader
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.outbox import OutboxRow
@@ -65,10 +69,15 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     """Transaction-1 write of an accepted snapshot; returns its ``schd`` outbox rows."""
     version = advance_version(conn, plan.ledger, msg_id, now)
     written = with_bridges(plan.written, BridgeReader(conn, msg_id))
+    compared = reconciliation.keep_before(conn, [s.flid for s in written])
     FlightRepository(conn).persist_next_states(written)
     tombstones = soft_delete(conn, plan.deleted, msg_id, now)
     replace_members(conn, plan.day, plan.ledger.members, plan.members)
-    record_run(conn, msg_id, plan, version, now)
+    pairs = reconciliation.differences(conn)
+    before = reconciliation.before_states(conn, {f for flids in examples(pairs).values() for f in flids})
+    report = reconcile(plan.day, plan.styp, plan.flights, plan.written, compared, pairs, before, plan.deleted,
+                       len(plan.kept_later))
+    record_run(conn, msg_id, plan, version, now, report)
     if plan.kept_later:
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
@@ -116,9 +125,31 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
         conn.execute(insert(schd_gen_flid), [{"fday": day, "flid": f} for f in added])
 
 
-def record_run(conn: Connection, msg_id: int, plan: SnapshotPlan, version: int, now: datetime) -> None:
+def record_run(conn: Connection, msg_id: int, plan: SnapshotPlan, version: int, now: datetime,
+               report: Reconciliation) -> None:
     conn.execute(insert(schd_gen_run).values(
         msg_id=msg_id, fday=plan.day, version=version, styp=plan.styp, flights=plan.flights,
         written=len(plan.written), deleted=len(plan.deleted), kept_later=len(plan.kept_later),
         kept_later_flids=json.dumps(list(plan.kept_later)) if plan.kept_later else None,
-        req_id=plan.req_id, created_at=now))
+        req_id=plan.req_id, created_at=now,
+        report=json.dumps(report.as_json(), ensure_ascii=False, sort_keys=True)))
+
+
+def read_reports(conn: Connection, *, day: date | None = None, after_msg_id: int | None = None,
+                 latest: bool = False) -> list[dict[str, Any]]:
+    """Snapshot reconciliation reports (``msg_id`` added), oldest first: of one day, after a
+    mailbox id (the pump's new ones), or only the newest one."""
+    c = schd_gen_run.c
+    q = select(c.msg_id, c.report).where(c.report.is_not(None))
+    if day is not None:
+        q = q.where(c.fday == day)
+    if after_msg_id is not None:
+        q = q.where(c.msg_id > after_msg_id)
+    rows = conn.execute(q.order_by(c.msg_id.desc()).limit(1) if latest else q.order_by(c.msg_id)).all()
+    return [{"msg_id": r.msg_id, **json.loads(r.report)} for r in rows]
+
+
+def last_report_id(conn: Connection) -> int:
+    """The mailbox id of the newest snapshot with a report (0 when none)."""
+    c = schd_gen_run.c
+    return int(conn.execute(select(func.coalesce(func.max(c.msg_id), 0)).where(c.report.is_not(None))).scalar_one())

@@ -269,6 +269,7 @@ schd_gen_run = Table(
     Column("kept_later_flids", Text),              # JSON array, NULL when none
     Column("req_id", BigInteger),
     _ts("created_at", nullable=False, server_default=func.now()),
+    Column("report", Text),                        # the reconciliation, JSON (0010)
 )
 
 _SEASON_KEY = ("snam", "sdat", "edat")   # raw SIS strings (D19): SDAT/EDAT are DDMONYY
