@@ -1,11 +1,20 @@
-"""Time for every pipeline decision comes from one injected clock (tests move it)."""
+"""Time for every pipeline decision comes from one injected clock (tests move it).
+
+Production uses ``DatabaseClock``: PostgreSQL's time, carried forward between readings by the
+host's monotonic clock. The host's wall clock is never consulted, so a step of it (an NTP jump,
+an operator's ``date -s``, a VM resume) neither stalls the queue behind backoffs and gap graces
+stamped before the step nor expires them early.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import SQLAlchemyError
 
 
 class Clock(Protocol):
@@ -13,23 +22,50 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """The host's wall clock: for tests that need real time and nothing that waits on it."""
+
     def now(self) -> datetime:
         return datetime.now(UTC)
 
 
 class DatabaseClock:
-    """PostgreSQL's clock: the one that stamps ``created_at``, so grace and deadline agree with it."""
+    """PostgreSQL's clock (the one that stamps ``created_at``), so grace and deadline agree with it.
 
-    def __init__(self, engine: Engine) -> None:
+    One reading of ``clock_timestamp()`` anchors the clock; ``now()`` is that reading plus the
+    monotonic time elapsed since. The anchor is refreshed every ``resync_s`` (PostgreSQL stays the
+    authority over a long-lived process); if the database cannot be read then, the clock keeps
+    counting from its last anchor rather than failing the caller.
+    """
+
+    def __init__(self, engine: Engine, *, resync_s: float = 300.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
-        self._offset: timedelta | None = None
+        self.resync_s = resync_s
+        self._monotonic = monotonic
+        self._anchor: datetime | None = None
+        self._anchor_mono = 0.0
 
     def now(self) -> datetime:
-        if self._offset is None:
-            with self.engine.connect() as conn:
-                db_now = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
-            self._offset = db_now - datetime.now(UTC)
-        return datetime.now(UTC) + self._offset
+        mono = self._monotonic()
+        if self._anchor is None or mono - self._anchor_mono >= self.resync_s:
+            try:
+                return self._resync()
+            except SQLAlchemyError:
+                if self._anchor is None:
+                    raise
+        assert self._anchor is not None
+        return self._anchor + timedelta(seconds=mono - self._anchor_mono)
+
+    def _resync(self) -> datetime:
+        with self.engine.connect() as conn:
+            db_now = conn.execute(text("SELECT clock_timestamp()")).scalar_one()
+        self._anchor, self._anchor_mono = db_now, self._monotonic()
+        return db_now
+
+
+def local_wall_time(instant: datetime) -> datetime:
+    """``instant`` as the naive local date-time the mailbox's DATETIME columns hold (seconds)."""
+    return instant.astimezone().replace(tzinfo=None, microsecond=0)
 
 
 class ManualClock:

@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, fields
-from datetime import datetime
 
 from sqlalchemy import Connection, Engine
 
 from msgx_engine import faults
-from msgx_engine.clock import Clock
+from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.store import queue
@@ -62,7 +61,7 @@ class Backfill:
             return stats
         ids = [t.msg_id for t in todos]
         try:
-            marks = self.mailbox.mark_where_null(ids, datetime.now().replace(microsecond=0))
+            marks = self.mailbox.mark_where_null(ids, local_wall_time(now))
         except Exception as exc:  # MySQL down or unreachable: retry later, keep processing
             attempts = max(t.attempts for t in todos) + 1
             queue.back_off_todos(conn, ids, f"{type(exc).__name__}: {exc}", BACKOFF.next_attempt_at(attempts, now))
