@@ -13,6 +13,7 @@ from msgx_engine.config import ConfigError, Settings
 from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import Projection, connect, post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
+from msgx_engine.mailbox.lock import MailboxLock
 from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
@@ -63,7 +64,16 @@ class App:
 
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),
-                    Backfill(self.mailbox, self.clock), options, **kw)
+                    Backfill(self.mailbox, self.clock), options, mailbox_lock=self.mailbox_lock(), **kw)
+
+    def mailbox_lock(self) -> MailboxLock | None:
+        """One installation per mailbox: the pump's lock on the mailbox server. Shadow mode (D29,
+        ``MSGX_MODE=shadow``: a second installation that never writes to the mailbox) runs
+        without it, so it can run beside production."""
+        if getattr(self.settings, "mode", None) == "shadow":
+            return None
+        assert self.settings.mailbox_url
+        return MailboxLock(self.settings.mailbox_url)
 
     def archiver(self) -> Archiver:
         """Archiving, with the Redis projection told about retired and purged flights when configured."""

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 
 def normalise_url(url: str) -> str:
@@ -19,16 +20,29 @@ def normalise_url(url: str) -> str:
     return url
 
 
-def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5) -> Engine:
-    kwargs: dict = {"pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 5}
+def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5, single: bool = False,
+                program_name: str | None = None) -> Engine:
+    """``single``: no pool, each ``connect()`` opens its own session (a lock holder that must notice
+    when its session dies). ``program_name`` is announced to the server (PostgreSQL
+    ``application_name``, MySQL connection attribute ``program_name``)."""
+    kwargs: dict = {"poolclass": NullPool} if single else {
+        "pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 5}
     if autocommit:
         kwargs["isolation_level"] = "AUTOCOMMIT"
     url = normalise_url(url)
+    connect_args: dict[str, object] = {}
     if url.startswith("mysql"):
-        kwargs["pool_recycle"] = 3600
-        kwargs["connect_args"] = {"connect_timeout": 5, "charset": "utf8mb4"}
+        if not single:
+            kwargs["pool_recycle"] = 3600
+        connect_args = {"connect_timeout": 5, "charset": "utf8mb4"}
+        if program_name:
+            connect_args["program_name"] = program_name
     elif url.startswith("postgresql"):
-        kwargs["connect_args"] = {"connect_timeout": 5}
+        connect_args = {"connect_timeout": 5}
+        if program_name:
+            connect_args["application_name"] = program_name[:63]
+    if connect_args:
+        kwargs["connect_args"] = connect_args
     return create_engine(url, **kwargs)
 
 

@@ -2,8 +2,10 @@
 
 It holds a PostgreSQL session advisory lock for its whole life on the connection it writes
 with (OPS-1), so a lost connection loses the lock and every guarded write with it. A second pump
-exits at once. In drain mode it stops when nothing is processable; in long-lived mode it
-idle-polls for a while so a message is processed within ~0.2 s of landing (DESIGN §5).
+exits at once. It also holds a named lock on the mailbox server (``mailbox.lock``), so a second
+installation with its own PostgreSQL pointed at the same mailbox exits at once too. In drain
+mode it stops when nothing is processable; in long-lived mode it idle-polls for a while so a
+message is processed within ~0.2 s of landing (DESIGN §5).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
+from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import Processor, StepKind
@@ -29,7 +32,7 @@ log = logging.getLogger(__name__)
 
 
 class PumpBusy(RuntimeError):
-    """Another pump holds the writer lock."""
+    """Another pump holds the writer lock, or another installation the mailbox lock."""
 
 
 @dataclass
@@ -75,8 +78,10 @@ class Pump:
     def __init__(self, engine: Engine, processor: Processor, intake: Intake, backfill: Backfill,
                  options: PumpOptions | None = None,
                  on_heartbeat: Callable[[PumpSummary], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None,
+                 mailbox_lock: MailboxLock | None = None) -> None:
         self.engine = engine
+        self.mailbox_lock = mailbox_lock
         self.processor = processor
         self.intake = intake
         self.backfill = backfill
@@ -104,8 +109,14 @@ class Pump:
         summary = PumpSummary()
         self.conn = self.lock.acquire()
         try:
+            if self.mailbox_lock is not None:
+                self.mailbox_lock.start()
             self._loop(summary)
+        except MailboxBusy as exc:
+            raise PumpBusy(str(exc)) from exc
         finally:
+            if self.mailbox_lock is not None:
+                self.mailbox_lock.dispose()
             self.lock.release()
         return summary
 
@@ -153,6 +164,8 @@ class Pump:
         """One intake pass, then the head until it idles or waits, then a backfill batch: (busy,
         the head waits, the head waits for an operator)."""
         assert self.conn is not None
+        if self.mailbox_lock is not None:
+            self.mailbox_lock.keep()
         stats = self.intake.scan(self.conn)
         summary.registered += stats.registered
         summary.late_arrivals += stats.late_arrivals
