@@ -78,6 +78,7 @@ def reason_counts(app) -> list[tuple[str, str | None, int]]:
 
 
 def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float = 3600.0) -> int:
+    from msgx_engine.pipeline.intake import StateBehindMailbox
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, status_counts
 
     app.check_ready()
@@ -87,6 +88,9 @@ def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float 
     except PumpBusy as exc:
         print(f"msgx pump: {exc}", file=sys.stderr)
         return 3
+    except StateBehindMailbox as exc:
+        print(f"msgx pump: {exc}", file=sys.stderr)
+        return 4
     with app.engine.connect() as conn:
         counts = status_counts(conn)
     print(f"pump finished in {summary.elapsed_s:.2f}s: registered {summary.registered}, "

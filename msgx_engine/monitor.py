@@ -1,6 +1,6 @@
 """Read-only backlog figures for sensors, asset checks and the CLI: no writes, cheap queries.
 
-The mailbox side is bounded by primary key above the largest registered id, so it stays flat as
+The mailbox side is bounded by primary key above the largest id the intake accounts for, so it stays flat as
 the mailbox grows (DESIGN §2.1).
 """
 
@@ -17,7 +17,7 @@ from msgx_engine.store import outbox, queue
 
 @dataclass(frozen=True)
 class Backlog:
-    unregistered: int            # mailbox rows above the largest registered id, unmarked
+    unregistered: int            # mailbox rows above the largest id accounted for, unmarked
     open_messages: int           # registered, not terminal (PENDING/FAILED)
     backfill_pending: int        # terminal, mailbox mark not yet written
     dead: int
@@ -32,12 +32,12 @@ class Backlog:
 
 def backlog(engine: Engine, mailbox: Mailbox, *, probe_limit: int = 1000) -> Backlog:
     with engine.connect() as conn:
-        max_registered = queue.max_registered(conn)
+        base = queue.intake_position(conn).accounted_for
         open_count, oldest = queue.open_summary(conn)
         dead = queue.dead_count(conn)
         todo = queue.pending_todos(conn)
         unsent = outbox.unsent_count(conn)
-    new_ids = mailbox.unprocessed_ids(max_registered, probe_limit)
+    new_ids = mailbox.unprocessed_ids(base, probe_limit)
     return Backlog(unregistered=len(new_ids), open_messages=open_count, backfill_pending=todo,
                    dead=dead, oldest_open_created_at=oldest,
-                   top_mailbox_id=new_ids[-1] if new_ids else max_registered, unsent_events=unsent)
+                   top_mailbox_id=new_ids[-1] if new_ids else base, unsent_events=unsent)

@@ -11,6 +11,7 @@ from msgx_dagster.run_limits import warn_without_singleton_limit
 from msgx_engine.delivery.runner import inline_dispatcher
 from msgx_engine.handlers.reconcile import HEADLINE
 from msgx_engine.monitor import backlog
+from msgx_engine.pipeline.intake import StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
 from msgx_engine.store.ledger import last_report_id, read_reports
 from msgx_engine.store.queue import Status
@@ -65,7 +66,7 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         try:
             with inline_dispatcher(app.settings, app.engine, enabled=config.inline_dispatch and config.idle_for_s > 0):
                 summary = pump.run()
-        except PumpBusy as exc:
+        except (PumpBusy, StateBehindMailbox) as exc:
             raise dg.Failure(description=str(exc)) from exc
         left = backlog(app.engine, app.mailbox)
         meta = summary.as_metadata()

@@ -32,6 +32,15 @@ class Marks:
     missing: set[int]       # no such row
 
 
+@dataclass(frozen=True)
+class MarkedRows:
+    """Marked (processed) rows in an id range: how many, the first and the last."""
+
+    count: int
+    first: int | None
+    last: int | None
+
+
 def _new_id(result: CursorResult) -> int:
     """The auto-increment id an insert just got."""
     key = result.inserted_primary_key
@@ -88,6 +97,33 @@ class Mailbox:
         with self.engine.connect() as conn:
             return [int(r[0]) for r in conn.execute(q)]
 
+    def marked_above(self, after_id: int, upto: int | None = None) -> MarkedRows:
+        """Marked rows with ``after_id < id <= upto`` (no upper bound when ``upto`` is None). Bounded
+        by primary key, so it reads only the rows above ``after_id`` (C-14: no index on the mark)."""
+        cid, mark = cminmsgs.c.CMINMSGS_ID, cminmsgs.c.CMINMSGS_DATE_PROCESSED
+        q = select(func.count(), func.min(cid), func.max(cid)).where(cid > after_id, mark.is_not(None))
+        if upto is not None:
+            q = q.where(cid <= upto)
+        with self.engine.connect() as conn:
+            count, first, last = conn.execute(q).one()
+        return MarkedRows(int(count), None if first is None else int(first), None if last is None else int(last))
+
+    def marked_ids_above(self, after_id: int, limit: int) -> list[int]:
+        """Marked row ids above ``after_id`` in id order (``msgx recover`` pages through them)."""
+        q = (select(cminmsgs.c.CMINMSGS_ID)
+             .where(cminmsgs.c.CMINMSGS_ID > after_id, cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_not(None))
+             .order_by(cminmsgs.c.CMINMSGS_ID).limit(limit))
+        with self.engine.connect() as conn:
+            return [int(r[0]) for r in conn.execute(q)]
+
+    def last_marked_id(self) -> int | None:
+        """The largest marked id: read backwards by primary key, stopping at the first marked row."""
+        q = (select(cminmsgs.c.CMINMSGS_ID).where(cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_not(None))
+             .order_by(cminmsgs.c.CMINMSGS_ID.desc()).limit(1))
+        with self.engine.connect() as conn:
+            found = conn.execute(q).scalar()
+        return None if found is None else int(found)
+
     def bodies(self, ids: Sequence[int], *, max_bytes: int | None = None) -> dict[int, str | None]:
         """Bodies of the rows that exist among ``ids``; with ``max_bytes`` a larger body comes back
         as None (read it alone with ``body`` when needed), so one prefetch stays bounded."""
@@ -103,13 +139,6 @@ class Mailbox:
         with self.engine.connect() as conn:
             return conn.execute(select(cminmsgs.c.CMINMSGS_CLOB_MSG)
                                 .where(cminmsgs.c.CMINMSGS_ID == msg_id)).scalar()
-
-    def unmarked(self, ids: Sequence[int]) -> list[int]:
-        """The ids among ``ids`` whose row exists with DATE_PROCESSED still NULL."""
-        q = select(cminmsgs.c.CMINMSGS_ID).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids)),
-                                                 cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
-        with self.engine.connect() as conn:
-            return [int(r[0]) for r in conn.execute(q)]
 
     def mark_where_null(self, ids: Sequence[int], when: datetime) -> Marks:
         """Write DATE_PROCESSED for ``ids`` only where it is NULL (C-15, INV-7): two statements

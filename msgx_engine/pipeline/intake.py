@@ -1,10 +1,22 @@
 """Intake (DESIGN §2 step 1, US-01): register each new mailbox row once in ``proc_state``.
 
-Registration never parses content. The fast path reads only ids above the largest registered
-one (bounded by primary key, so its cost stays flat as the mailbox grows); a late scan re-reads a
-window above the low-water id every few seconds, and a compensating full scan every few minutes
-catches rows that committed far below it (US-01 AC3). Holes in the id sequence are recorded as
-gaps so the queue head can wait ``gap_grace_s`` for them (US-01 AC5).
+Registration never parses content. The fast path reads only ids above the largest id this
+database accounts for (bounded by primary key, so its cost stays flat as the mailbox grows); a
+late scan re-reads a window above the low-water id every few seconds, and a compensating full
+scan every few minutes catches rows that committed far below it (US-01 AC3). Holes in the id
+sequence are recorded as gaps so the queue head can wait ``gap_grace_s`` for them (US-01 AC5).
+
+Every pass also checks that the mailbox holds no processed work this database does not know: a
+marked row above the durable high-water mark, or a recorded gap that turned up already marked,
+means the state database was restored from an older backup (or another installation processed
+those rows). The pass then raises ``StateBehindMailbox`` and the pump stops: going on would
+apply newer messages to rewound flights and lose the rows in between silently. ``msgx recover``
+replays them. The check reads only the rows above the high-water mark that the fast path reads
+anyway (and, with the full scan, the recorded gaps), so it costs one bounded query per pass.
+
+A registered, terminal message whose row reads unmarked again (an operator reset its
+``CMINMSGS_DATE_PROCESSED`` to NULL) is marked again: its backfill todo goes back to PENDING and
+one WARNING names it; the message stays as it ended.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock
-from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
 from msgx_engine.store import queue
 
 log = logging.getLogger(__name__)
@@ -31,6 +43,25 @@ class IntakeStats:
     late_arrivals: int = 0
     gaps_recorded: int = 0
     source_error: str | None = None
+
+
+class StateBehindMailbox(RuntimeError):
+    """The mailbox holds processed rows this state database never registered (see the module doc)."""
+
+    def __init__(self, above: MarkedRows, high_water: int, gaps: list[int]) -> None:
+        self.above, self.high_water, self.gaps = above, high_water, gaps
+        parts = []
+        if above.count:
+            parts.append(f"{above.count} row(s) with ids {above.first}..{above.last} above its high-water mark "
+                         f"{high_water}")
+        if gaps:
+            shown = ", ".join(map(str, gaps[:10])) + (" …" if len(gaps) > 10 else "")
+            parts.append(f"{len(gaps)} recorded gap(s) that turned up marked ({shown})")
+        super().__init__(
+            "the mailbox holds processed rows this state database never registered: " + " and ".join(parts)
+            + ". The state database was most likely restored from an older backup (or another installation "
+            "processed these rows). Refusing to process: applying newer messages now would lose them silently. "
+            "Replay them with `msgx recover --apply --operator NAME --reason TEXT` (`msgx recover` previews).")
 
 
 class Intake:
@@ -50,27 +81,37 @@ class Intake:
         """One intake pass on the writer connection; commits its own transaction.
 
         A mailbox outage is contained here: nothing is registered this pass, ``source_error`` is
-        set, and the pump keeps processing what is already registered (US-01 AC4).
+        set, and the pump keeps processing what is already registered (US-01 AC4). Processed rows
+        this database does not know raise ``StateBehindMailbox`` (nothing is registered).
         """
         stats = IntakeStats()
         now = self.clock.now()
-        max_registered = queue.max_registered(conn)
+        full = force_full or self._due(self._last_full, self.full_scan_every_s, now)
+        pos = queue.intake_position(conn)
         open_gaps = queue.open_gaps(conn)
+        gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full else ()))
         conn.commit()
         try:
-            candidates = list(self.mailbox.unprocessed_ids(max_registered, self.batch))
-            if open_gaps:   # a gap that commits within its grace is picked up at once
-                candidates += self.mailbox.unmarked(open_gaps)
-            if force_full or self._due(self._last_full, self.full_scan_every_s, now):
+            if pos.high_water is None:
+                pos = self._adopt(conn, pos)
+            base = pos.accounted_for
+            fresh = self.mailbox.unprocessed_ids(base, self.batch)
+            candidates = list(fresh)
+            gap_marks = self._marks(gaps_to_check)
+            self._refuse_unknown_work(base, fresh, gap_marks)
+            candidates += [i for i, mark in gap_marks.items() if mark is None]  # picked up within its grace
+            if full:
                 candidates += self._full_scan(conn)
                 self._last_full = now
                 self._last_late = now
             elif self._due(self._last_late, self.late_scan_every_s, now):
-                low = max(queue.low_water(conn, max_registered) - self.late_window, 0)
+                low = max(queue.low_water(conn, pos.max_registered) - self.late_window, 0)
                 candidates += self.mailbox.unprocessed_ids(low, self.batch * 4)
                 self._last_late = now
-            new_ids = queue.unregistered(conn, sorted(set(candidates)))
-            holes = self._holes(new_ids, max_registered)
+            ids = sorted(set(candidates))
+            known = queue.registered_among(conn, ids)
+            new_ids = [i for i in ids if i not in known]
+            holes = self._holes(new_ids, base)
         except SQLAlchemyError as exc:
             if not isinstance(exc, OperationalError) or _is_pg_error(exc):
                 raise
@@ -79,23 +120,62 @@ class Intake:
             stats.source_error = f"{type(exc).__name__}: {exc}"[:500]
             return stats
         if new_ids:
-            self._register(conn, new_ids, max_registered, now, stats, holes)
+            self._register(conn, new_ids, pos.max_registered, now, stats, holes)
+        self._mark_again(conn, sorted(known), now)
         conn.commit()
         return stats
 
-    def _holes(self, new_ids: list[int], max_registered: int) -> list[int]:
+    def _adopt(self, conn: Connection, pos: queue.IntakePosition) -> queue.IntakePosition:
+        """The first pass of a database without a high-water mark: a fresh installation takes the
+        mailbox's already-marked rows as processed before it; one that registered rows before the
+        mark existed accounts for exactly those."""
+        high = pos.max_registered if pos.max_registered else (self.mailbox.last_marked_id() or 0)
+        queue.raise_high_water(conn, high)
+        conn.commit()
+        if high and not pos.max_registered:
+            log.warning("adopting the mailbox: rows up to id %s already marked processed are taken as "
+                        "processed before this installation", high)
+        return queue.IntakePosition(pos.max_registered, high)
+
+    def _marks(self, ids: list[int]) -> dict[int, datetime | None]:
+        """The mark of each id that exists in the mailbox (chunked: the passed gaps can be many)."""
+        marks: dict[int, datetime | None] = {}
+        for i in range(0, len(ids), 1000):
+            marks.update(self.mailbox.processed_at(ids[i:i + 1000]))
+        return marks
+
+    def _refuse_unknown_work(self, base: int, fresh: list[int], gap_marks: dict[int, datetime | None]) -> None:
+        """Marked rows above the high-water mark (up to the last row the fast path read, when its
+        batch was full: the next passes read on from there), or gaps that turned up marked."""
+        upto = fresh[-1] if len(fresh) >= self.batch else None
+        above = self.mailbox.marked_above(base, upto)
+        lost_gaps = sorted(i for i, mark in gap_marks.items() if mark is not None)
+        if above.count or lost_gaps:
+            exc = StateBehindMailbox(above, base, lost_gaps)
+            log.error("ALERT %s", exc)
+            raise exc
+
+    def _mark_again(self, conn: Connection, known: list[int], now: datetime) -> None:
+        """Registered rows the scans found unmarked: the terminal ones lost their mark (C-15)."""
+        again = queue.requeue_reset_marks(conn, known, seen_before=now, now=now)
+        if again:
+            shown = ", ".join(map(str, again[:20])) + (" …" if len(again) > 20 else "")
+            log.warning("the processed mark of %s mailbox row(s) was reset to NULL after processing (%s); "
+                        "the messages stay processed and are marked again", len(again), shown)
+
+    def _holes(self, new_ids: list[int], base: int) -> list[int]:
         """Ids missing between the previous top and the new rows that do not exist in the mailbox
         (an already marked row is not a gap): the head waits ``gap_grace_s`` for them."""
-        top = max_registered
+        top = base
         known = set(new_ids)
         holes: list[int] = []
-        for i in sorted(x for x in new_ids if x > max_registered):
+        for i in sorted(x for x in new_ids if x > base):
             if top and i > top + 1:
                 holes.extend(h for h in range(top + 1, i) if h not in known)
             top = i
         if len(holes) > MAX_GAP_IDS:
             log.warning("id jump of %s ids above %s: recording the first %s as gaps", len(holes),
-                        max_registered, MAX_GAP_IDS)
+                        base, MAX_GAP_IDS)
             holes = holes[:MAX_GAP_IDS]
         if holes:
             present = self.mailbox.exists(holes)

@@ -176,12 +176,69 @@ def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now
 
 
 # --- intake (registration and gaps) ----------------------------------------------------------------
+INTAKE = "cminmsgs"                 # intake_state.name of the one mailbox table
+
+
 def max_registered(conn: Connection) -> int:
     """The largest mailbox id ever registered, archived ones included (two index lookups), so the
     PK-bounded scan stays where it was after archiving (DESIGN §2.1)."""
     return int(conn.execute(select(func.greatest(
         select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
         select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery()))).scalar_one())
+
+
+@dataclass(frozen=True)
+class IntakePosition:
+    """Where intake stands: the largest registered id, and the durable high-water mark (the largest
+    mailbox id this database accounts for; None until the mailbox is adopted)."""
+
+    max_registered: int
+    high_water: int | None
+
+    @property
+    def accounted_for(self) -> int:
+        """Every mailbox id at or below this is registered, a recorded gap, or pre-adoption history."""
+        return max(self.max_registered, self.high_water or 0)
+
+
+_POSITION_SQL = (
+    "SELECT greatest((SELECT coalesce(max(msg_id), 0) FROM proc_state), "
+    "(SELECT coalesce(max(msg_id), 0) FROM proc_state_archive)), "
+    f"(SELECT high_water FROM intake_state WHERE name = '{INTAKE}')")
+
+
+def intake_position(conn: Connection) -> IntakePosition:
+    top, high = conn.exec_driver_sql(_POSITION_SQL).one()
+    return IntakePosition(int(top), None if high is None else int(high))
+
+
+def raise_high_water(conn: Connection, msg_id: int) -> None:
+    """The high-water mark only ever moves up (a restore brings back an older one, which is the point)."""
+    conn.execute(update(intake_state).where(intake_state.c.name == INTAKE).values(
+        high_water=func.greatest(func.coalesce(intake_state.c.high_water, 0), msg_id)))
+
+
+_REQUEUE_RESET_SQL = (
+    "INSERT INTO backfill_todo (msg_id, status, created_at, last_error) "
+    f"SELECT p.msg_id, '{TodoStatus.PENDING}', %(now)s, %(why)s FROM proc_state p "
+    f"WHERE p.msg_id = ANY(%(ids)s) AND p.status IN {sql_in(TERMINAL)} "
+    f"ON CONFLICT (msg_id) DO UPDATE SET status = '{TodoStatus.PENDING}', next_attempt_at = NULL, "
+    "done_at = NULL, last_error = EXCLUDED.last_error "
+    f"WHERE backfill_todo.status IN ('{TodoStatus.DONE}', '{TodoStatus.ALREADY}') "
+    "AND backfill_todo.done_at < %(since)s RETURNING msg_id")
+
+
+def requeue_reset_marks(conn: Connection, ids: list[int], *, seen_before: datetime, now: datetime) -> list[int]:
+    """Terminal messages whose mailbox mark was written (or found) before ``seen_before`` but whose
+    row reads unmarked now: someone reset DATE_PROCESSED to NULL. Their backfill todo goes back to
+    PENDING (a missing one is recreated), so the mark is written again; the message itself stays
+    as it ended. Returns the ids requeued now (each only once: a PENDING todo is left alone)."""
+    if not ids:
+        return []
+    rows = conn.exec_driver_sql(_REQUEUE_RESET_SQL, {
+        "ids": ids, "now": now, "since": seen_before,
+        "why": "the mailbox mark was reset to NULL after processing; marking again"})
+    return sorted(r[0] for r in rows)
 
 
 def open_gaps(conn: Connection, limit: int = 1000) -> list[int]:
@@ -199,13 +256,19 @@ def low_water(conn: Connection, max_registered: int) -> int:
     return (min(lows) - 1) if lows else max_registered
 
 
-def unregistered(conn: Connection, ids: list[int]) -> list[int]:
+def registered_among(conn: Connection, ids: list[int]) -> set[int]:
     if not ids:
-        return []
+        return set()
     known = {r[0] for r in conn.execute(select(proc_state.c.msg_id).where(proc_state.c.msg_id.in_(ids)))}
     known |= {r[0] for r in conn.execute(select(proc_state_archive.c.msg_id)       # never twice (US-11 AC3)
                                          .where(proc_state_archive.c.msg_id.in_(ids)))}
-    return [i for i in ids if i not in known]
+    return known
+
+
+def unarrived_gaps(conn: Connection, limit: int = 10_000) -> list[int]:
+    """Recorded gaps whose row never turned up, open or passed (the newest ``limit``)."""
+    return sorted(r[0] for r in conn.execute(select(intake_gap.c.msg_id).where(intake_gap.c.arrived_at.is_(None))
+                                             .order_by(intake_gap.c.msg_id.desc()).limit(limit)))
 
 
 @dataclass(frozen=True)
@@ -232,6 +295,7 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
     if holes:
         conn.execute(pg_insert(intake_gap).on_conflict_do_nothing(index_elements=["msg_id"]),
                      [{"msg_id": h, "first_seen_at": now} for h in holes])
+    raise_high_water(conn, max(new_ids))
     return Registration(len(new_ids), frozenset(late), len(holes))
 
 

@@ -198,6 +198,7 @@ intake_state = Table(
     metadata,
     Column("name", Text, primary_key=True),
     Column("low_water", BigInteger, nullable=False, server_default=text("0")),
+    Column("high_water", BigInteger),         # largest mailbox id accounted for (NULL: not adopted yet)
     _ts("last_full_scan_at"),
     _ts("updated_at", nullable=False, server_default=func.now()),
 )
