@@ -1,5 +1,5 @@
 """The ``msgx`` command (DESIGN §4): demo, db, mailbox, pump, dispatch, serve, request, replay, skip,
-archive, flights."""
+recover, archive, flights."""
 
 from __future__ import annotations
 
@@ -302,6 +302,48 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- recover (a state database restored from an older backup) ----------------------------------
+def cmd_recover(args: argparse.Namespace) -> int:
+    from msgx_engine.delivery.projection import Projection, connect
+    from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
+    from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover
+
+    app = _app()
+    try:
+        app.check_ready()
+        if not args.apply:
+            with app.engine.connect() as conn:
+                lost = find_lost(conn, app.mailbox)
+            print(lost.describe())
+            if lost.ids:
+                print("to replay them: msgx recover --apply --operator NAME --reason TEXT")
+            return 0
+        if not (args.operator or "").strip() or not (args.reason or "").strip():
+            print("msgx recover: --apply needs --operator NAME and --reason TEXT", file=sys.stderr)
+            return 2
+        redis_url = app.settings.redis_url
+
+        def rebuild() -> int:
+            assert redis_url
+            return Projection(connect(redis_url)).rebuild(app.engine)
+
+        try:
+            result = recover(app.engine, app.mailbox, operator=args.operator, reason=args.reason,
+                             now=app.clock.now(), replay=lambda: app.pump(PumpOptions()).run(),
+                             rebuild=rebuild if redis_url else None)
+        except (RecoverBusy, PumpBusy) as exc:
+            print(f"msgx recover: {exc}", file=sys.stderr)
+            return 3
+    finally:
+        app.dispose()
+    if not result.registered:
+        print(f"{result.lost.describe()}; audit {result.audit_id}")
+        return 0
+    print(f"recovered {len(result.registered)} message(s) ({result.lost.describe()}); audit {result.audit_id}")
+    print(json.dumps(result.outcome, sort_keys=True))
+    return 0
+
+
 # --- demo --------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     from msgx_engine.demo.run import run_demo, stop_embedded
@@ -392,6 +434,14 @@ def parser() -> argparse.ArgumentParser:
     arch.add_argument("--batch", type=int, default=1000, help="messages or flights per transaction")
     arch.add_argument("--operator", help="recorded in the audit trail (default: the OS user)")
     arch.set_defaults(func=cmd_archive)
+
+    recover = sub.add_parser("recover", help="preview (default) or replay mailbox rows processed there but unknown "
+                                             "to a restored state database (audited)")
+    recover.add_argument("--apply", action="store_true",
+                         help="register them, replay in id order, rebuild the projection")
+    recover.add_argument("--operator")
+    recover.add_argument("--reason")
+    recover.set_defaults(func=cmd_recover)
 
     flights = sub.add_parser("flights", help="print current flights as whole-state JSON")
     flights.set_defaults(func=cmd_flights)

@@ -265,10 +265,10 @@ def registered_among(conn: Connection, ids: list[int]) -> set[int]:
     return known
 
 
-def unarrived_gaps(conn: Connection, limit: int = 10_000) -> list[int]:
-    """Recorded gaps whose row never turned up, open or passed (the newest ``limit``)."""
-    return sorted(r[0] for r in conn.execute(select(intake_gap.c.msg_id).where(intake_gap.c.arrived_at.is_(None))
-                                             .order_by(intake_gap.c.msg_id.desc()).limit(limit)))
+def unarrived_gaps(conn: Connection, limit: int | None = 10_000) -> list[int]:
+    """Recorded gaps whose row never turned up, open or passed (the newest ``limit``; None: all)."""
+    q = select(intake_gap.c.msg_id).where(intake_gap.c.arrived_at.is_(None)).order_by(intake_gap.c.msg_id.desc())
+    return sorted(r[0] for r in conn.execute(q if limit is None else q.limit(limit)))
 
 
 @dataclass(frozen=True)
@@ -297,6 +297,25 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
                      [{"msg_id": h, "first_seen_at": now} for h in holes])
     raise_high_water(conn, max(new_ids))
     return Registration(len(new_ids), frozenset(late), len(holes))
+
+
+def register_recovered(conn: Connection, ids: list[int], now: datetime) -> list[int]:
+    """``msgx recover``: register rows that are marked processed in the mailbox but unknown here
+    (PENDING, late when below the largest registered id), their gaps arrived, the high-water mark
+    raised past them. Returns the ids registered now (one already registered is left alone)."""
+    top = max_registered(conn)
+    registered: list[int] = []
+    for n in range(0, len(ids), 2000):
+        chunk = ids[n:n + 2000]
+        rows = [{"msg_id": i, "status": Status.PENDING, "created_at": now, "updated_at": now,
+                 "late_arrival": i < top} for i in chunk]
+        done = conn.execute(pg_insert(proc_state).values(rows).on_conflict_do_nothing(index_elements=["msg_id"])
+                            .returning(proc_state.c.msg_id))
+        registered += [r[0] for r in done]
+        conn.execute(update(intake_gap).where(intake_gap.c.msg_id.in_(chunk), intake_gap.c.arrived_at.is_(None))
+                     .values(arrived_at=now))
+    raise_high_water(conn, max(ids))
+    return sorted(registered)
 
 
 def record_full_scan(conn: Connection, now: datetime) -> None:
@@ -370,6 +389,13 @@ def dead_count(conn: Connection) -> int:
 
 def status_counts(conn: Connection) -> dict[str, int]:
     rows = conn.execute(select(proc_state.c.status, func.count()).group_by(proc_state.c.status)).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def status_counts_of(conn: Connection, ids: list[int]) -> dict[str, int]:
+    """Status counts over the given messages (what a recovery's replay came to)."""
+    rows = conn.execute(select(proc_state.c.status, func.count()).where(proc_state.c.msg_id.in_(ids))
+                        .group_by(proc_state.c.status)).fetchall()
     return {r[0]: int(r[1]) for r in rows}
 
 

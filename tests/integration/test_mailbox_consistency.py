@@ -23,10 +23,13 @@ from msgx_engine.mailbox.lock import MailboxLock
 from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.pipeline.intake import Intake, StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy
+from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover, register_lost
+from msgx_engine.pipeline.writer import release_lock, try_lock
+from msgx_engine.store import audit
 from msgx_engine.store.tables import proc_state, proc_state_hst
 from tests.builders import gtdt
 from tests.conftest import PG_ADMIN
-from tests.pipeline_support import drain_now, is_marked, proc, todo
+from tests.pipeline_support import drain_now, gates, is_marked, proc, todo
 
 
 def _copy_database(pg_dbs, source_url: str) -> str:
@@ -60,6 +63,54 @@ def test_restored_state_database_refuses_with_the_gap_named(app, clock, pg_dbs, 
         assert not is_marked(restored, newest)
         drain_now(app)                       # the live database knows every row: it goes on
         assert proc(app, newest).status == "SUCCEEDED"
+    finally:
+        restored.dispose()
+
+
+def test_recover_replays_the_lost_rows_audited_and_the_state_catches_up(app, clock, pg_dbs):
+    """``msgx recover``: after a restore, the rows processed since (marked rows above the high-water
+    mark and a recorded gap that turned up marked) are registered again ignoring their mark,
+    replayed in id order and audited (one operator_audit row, one item each); the restored state
+    then equals the state of the database that never lost them, no mark is written twice, and the
+    pump goes on. While a pump runs, recovery registers nothing."""
+    with app.mailbox.engine.connect() as conn:
+        for i in (1, 2, 4):                 # id 3 is a hole: a gap in the backup
+            conn.execute(cminmsgs.insert().values(CMINMSGS_ID=i, CMINMSGS_CLOB_MSG=gtdt("RC1", (1, f"G{i}")),
+                                                  CMINMSGS_STATUS="VALID"))
+    drain_now(app)
+    app.engine.dispose()
+    backup = _copy_database(pg_dbs, app.settings.db_url)
+    with app.mailbox.engine.connect() as conn:
+        conn.execute(cminmsgs.insert().values(CMINMSGS_ID=3, CMINMSGS_CLOB_MSG=gtdt("RC2", (1, "LATE")),
+                                              CMINMSGS_STATUS="VALID"))
+    later = [app.mailbox.put(gtdt("RC1", (1, f"N{i}"))) for i in range(3)]
+    clock.advance(10)
+    drain_now(app)
+    restored = App.from_settings(replace(app.settings, db_url=backup), clock=clock)
+    try:
+        with restored.engine.connect() as conn:
+            lost = find_lost(conn, restored.mailbox)
+        assert lost.above == tuple(later) and lost.gaps == (3,)
+        with restored.engine.connect() as holder:
+            assert try_lock(holder)
+            with pytest.raises(RecoverBusy):
+                register_lost(restored.engine, restored.mailbox, operator="ops", reason="x", now=clock.now())
+            release_lock(holder)
+        result = recover(restored.engine, restored.mailbox, operator="ops", reason="restored from Monday's dump",
+                         now=clock.now(), replay=lambda: drain_now(restored), rebuild=None)
+        assert result.registered == [3, *later]
+        assert result.outcome["statuses"] == {"SUCCEEDED": 4}
+        assert gates(restored, "RC1") == gates(app, "RC1") == [(1, f"N{len(later) - 1}")]
+        assert gates(restored, "RC2") == [(1, "LATE")]
+        with restored.engine.connect() as conn:
+            entry = audit.entries(conn, action="recover")[0]
+            items = audit.items_of(conn, entry.audit_id)
+        assert (entry.operator, entry.reason, entry.outcome["registered"]) == ("ops", "restored from Monday's dump", 4)
+        assert [(i.msg_id, i.after_status) for i in items] == [(3, "PENDING"), *((m, "PENDING") for m in later)]
+        assert {todo(restored, i).status for i in [3, *later]} == {"ALREADY"}     # not marked twice
+        newest = restored.mailbox.put(gtdt("RC1", (1, "AFTER")))
+        drain_now(restored)
+        assert proc(restored, newest).status == "SUCCEEDED"
     finally:
         restored.dispose()
 
