@@ -255,12 +255,16 @@ class Lab:
 
 
 # --- checks ------------------------------------------------------------------------------------
-def converged(inst: Install, reference: dict, *, events: str = "equal", marks: int = 1) -> dict:
+def converged(inst: Install, reference: dict, *, events: str = "equal", marks: int = 1,
+              skipped: int | None = None) -> dict:
     """The row's end state against the in-order reference (see the module doc). ``events``:
     ``equal`` (every message's outbox events exactly the reference's) or ``single`` (no message's
-    events twice: arrival order changes events, never doubles them)."""
+    events twice: arrival order changes events, never doubles them). ``skipped``: the mailbox id
+    an operator skipped (its row is gone: it has no effect, no events and no mark)."""
     got = outcome(inst.db_url, inst.mailbox_url)
-    assert got["statuses"] == reference["statuses"], "a message lost or with another verdict"
+    expected = [(i, "SKIPPED", "operator_skip", None) if i == skipped else (i, s, r, d)
+                for i, s, r, d in reference["statuses"]]
+    assert got["statuses"] == expected, "a message lost or with another verdict"
     assert set(got["terminal_writes"].values()) == {1} and len(got["terminal_writes"]) == N
     assert got["gates"] == reference["gates"], "flight state differs from the in-order reference"
     assert [f[0] for f in got["flights"]] == [f[0] for f in reference["flights"]]
@@ -272,7 +276,8 @@ def converged(inst: Install, reference: dict, *, events: str = "equal", marks: i
         assert max(per_message.values()) == 1, "a message's events were written twice"
     assert got["todo_open"] == 0 and got["unmarked"] == 0
     writes = inst.mark_writes()
-    assert len(writes) == N and set(writes.values()) == {marks}, f"marks written {set(writes.values())} times"
+    assert len(writes) == N - (skipped is not None) and set(writes.values()) == {marks}, \
+        f"marks written {set(writes.values())} times"
     drift = inst.projection_drift() if inst.redis_db is not None else None
     assert drift in (None, 0), f"Redis projection differs from PostgreSQL on {drift} flight(s)"
     return {"terminal": len(got["terminal_writes"]), "events": len(got["events"]), "drift": drift}
@@ -353,6 +358,32 @@ def mariadb_killed(lab: Lab, reference: dict) -> str:
             "pump run(s)); mailbox lock re-taken; every mark once")
 
 
+def redis_outage(lab: Lab, reference: dict) -> str:
+    """D22 (INV-23): with Redis away the head waits, open and unterminated, its retries backing off
+    1, 1, 2, 4, 8, 16 and then 30 s (the cap) for as long as it takes, using no attempt and never
+    going DEAD; nothing overtakes it; when Redis returns the projection is repaired (drift 0)."""
+    inst, runner = pump_mid_run(lab)
+    waiting = ("status = 'FAILED' AND error_class = 'PROJECTION' "
+               "AND next_attempt_at - updated_at >= interval '29.5 seconds'")
+    try:
+        lab.servers.redis.kill()
+        wait_for(lambda: inst.count(waiting) == 1, "the waiting head to reach the 30 s cap", 150)
+        head = inst.query("SELECT msg_id, attempts, extract(epoch FROM next_attempt_at - updated_at) AS delay, "
+                          "(SELECT count(*) FROM proc_state_hst h WHERE h.msg_id = p.msg_id "
+                          " AND h.error_class = 'PROJECTION') AS looks FROM proc_state p WHERE status = 'FAILED'")
+        assert len(head) == 1 and head[0].delay <= 30.0 and head[0].attempts == 0
+        assert inst.count(f"msg_id > {int(head[0].msg_id)} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0, \
+            "a later message overtook the waiting head"
+        lab.servers.redis.start()
+        rc, err = runner.finish()
+    finally:
+        runner.stop()
+    assert rc == 0, err[-2000:]
+    c = converged(inst, reference)
+    return (f"head {head[0].msg_id} waited open: {head[0].looks} looks, next in {head[0].delay:.0f}s (the cap), "
+            f"0 attempts used, nothing overtook it, never DEAD; after Redis returned all done, drift {c['drift']}")
+
+
 def broker_killed(lab: Lab, reference: dict) -> str:
     """The dispatcher (its own worker) under a kill -9 of the broker: nothing is marked sent without
     a delivery report; the next dispatcher run (the scheduled job starts one every minute) delivers
@@ -417,6 +448,31 @@ def broker_killed(lab: Lab, reference: dict) -> str:
     converged(inst, reference)
     return (f"{len(unsent)} of {total} events unsent at the kill (none marked without a report); the next "
             f"dispatcher run delivered all of them, {sum(1 for v in got.values() if v > 1)} twice (at-least-once)")
+
+
+def row_deleted_before_processing(lab: Lab, reference: dict) -> str:
+    """C-12, D24: a registered row deleted from the mailbox before the pump reaches it holds the
+    head (open, an ALERT, looked for again every 30 s, nothing overtakes it) until an operator
+    skips it (audited); then everything behind it proceeds. Its flight's later messages rewrite the
+    same gates, so the state equals the reference; versions and events lack the skipped one."""
+    inst = lab.install()
+    fill(inst.mailbox_url, workload())
+    assert inst.pump(MSGX_FAULT_STEP="before_tx1_commit:1").returncode == -9    # every row registered
+    gone = 50
+    with Mailbox(inst.mailbox_url).engine.begin() as conn:
+        conn.execute(cminmsgs.delete().where(cminmsgs.c.CMINMSGS_ID == gone))
+    waited = inst.pump()                   # a drain ends when the head waits for an operator
+    assert waited.returncode == 0, waited.stderr[-2000:]
+    assert f"ALERT mailbox id {gone}" in waited.stderr
+    assert inst.count(f"msg_id = {gone} AND status = 'FAILED' AND error_class = 'SOURCE_MISSING'") == 1
+    assert inst.count(f"msg_id > {gone} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0
+    skip = inst.msgx("skip", str(gone), "--operator", "fault-matrix", "--reason", "row deleted in the mailbox")
+    assert skip.returncode == 0, skip.stdout + skip.stderr
+    done = inst.pump()
+    assert done.returncode == 0, done.stderr[-2000:]
+    converged(inst, reference, events="single", skipped=gone)
+    return (f"head {gone} waited open with an ALERT (the drain ended there), nothing overtook it; msgx skip "
+            "(audited) ended it SKIPPED(operator_skip); the next drain did the rest, as reference")
 
 
 def restore_from_older_dump(lab: Lab, reference: dict) -> str:
@@ -587,10 +643,16 @@ MATRIX = [
         postgres_killed),
     Row("MariaDB kill -9 and start under a running pump", "registered work goes on; marks follow; lock re-taken",
         mariadb_killed),
+    Row("Redis kill -9 under a running pump until the head's backoff reaches its cap (D22)",
+        "head waits open, backoff capped at 30 s, no attempt used, never DEAD, nothing overtakes; projection "
+        "repaired", redis_outage),
     Row("tansu kill -9 under a running dispatcher", "nothing marked sent unreported; all delivered after restart",
         broker_killed),
     Row("state restored from an older pg_dump", "pump refuses naming ids; msgx recover replays; as reference",
         restore_from_older_dump),
+    Row("a registered row deleted from the mailbox before processing (C-12, D24)",
+        "head waits with an ALERT, nothing overtakes; after an audited skip the rest completes",
+        row_deleted_before_processing),
     Row("two installations on one mailbox", "second exits at once naming the holder; first as reference",
         two_installations),
     Row("host clock stepped back 1 h during a gap grace", "grace ends on time (no stall)", clock_stepped_back),
