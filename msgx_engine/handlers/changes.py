@@ -4,10 +4,12 @@ Three rules live here so that every message line applies them the same way:
 
 - values -> commands (FS §5.2, D7): a present scalar or object is ``Set``, a present collection or
   text group is ``Replace`` (input order kept), a present-but-empty element is ``Clear``;
-- value-equal filtering (US-05 AC5): a change that would leave a flight exactly as it is (same
-  fields, same day, same deleted flag) is dropped, so a re-sent value neither bumps
-  ``state_version`` nor emits events. A soft-deleted flight only comes back through ADFT (INV-29);
-  other messages for it have no effect;
+- value-equal filtering (US-05 AC5): a change that would leave what a reader sees exactly as it is
+  (same fields, same day, same deleted flag) neither bumps ``state_version`` nor emits events. A
+  soft-deleted flight only comes back through ADFT or a snapshot (INV-29); other messages for it
+  have no visible effect. Such changes still reach the pipeline (``effective`` keeps them): they
+  record which message last wrote each key (last writer wins by mailbox id, docs/decisions.md F6)
+  and a deleted flight's hidden fields, so any arrival order converges to the in-order state;
 - change -> next state (``next_state``): the one pure step from a change to the state it leads to,
   used by the pipeline to write it and by the derived-field rules to see what a message does.
 """
@@ -29,7 +31,7 @@ from msgx_engine.state.model import (
     Replace,
     Set,
     Value,
-    apply,
+    apply_change,
     freeze_entry,
     kind_of,
 )
@@ -77,17 +79,12 @@ def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
 
 
 def effective(change: FlightChange, before: FlightState | None) -> FlightChange | None:
-    """The change if it does anything to ``before``; None when it is a no-op (see module doc)."""
-    if before is None:
-        return change if change.create else None
-    if before.deleted:
-        return change if change.undelete else None
-    if change.delete:
-        return change
-    result = apply(before, change.commands, message_id=None, fday=change.fday)
-    if result.changed or result.state.fday != before.fday:
-        return change
-    return None
+    """The change unless it cannot apply at all: a missing flight it may neither create nor delete
+    (a deletion of an unknown flight leaves a tombstone, F6). Value-equal and deleted-flight
+    changes are kept: ``next_state`` and the pipeline decide what a reader sees (see module doc)."""
+    if before is None and not (change.create or change.delete):
+        return None
+    return change
 
 
 def group_by_flid(pairs: Iterable[tuple[str, list[Command]]]) -> dict[str, list[Command]]:
@@ -99,25 +96,24 @@ def group_by_flid(pairs: Iterable[tuple[str, list[Command]]]) -> dict[str, list[
     return grouped
 
 
-def next_state(change: FlightChange, before: FlightState | None, message_id: int | None) -> Applied | None:
-    """The state ``change`` leads to from ``before`` (None: a missing flight it may not create)."""
-    if before is None and not change.create:
-        return None
-    result = apply(before or FlightState.new(change.flid), change.commands, message_id=message_id,
-                   fday=change.fday, undelete=change.undelete)
-    if change.delete:
-        result = replace(result, state=replace(result.state, deleted=True))
-    return result
+def next_state(change: FlightChange, before: FlightState | None, message_id: int | None, *,
+               override: bool = False) -> Applied | None:
+    """The state ``change`` leads to from ``before`` (None: nothing to write), last writer wins by
+    ``message_id`` (``state.model.apply_change``; ``override``: an operator's replay lands on top);
+    ``Applied.visible`` says whether a reader sees it."""
+    return apply_change(before, change.flid, change.commands, message_id=message_id, create=change.create,
+                        fday=change.fday, delete=change.delete, undelete=change.undelete, override=override)
 
 
-def transitions(changes: Sequence[FlightChange], current: Mapping[str, FlightState]) -> Transitions:
+def transitions(changes: Sequence[FlightChange], current: Mapping[str, FlightState],
+                message_id: int | None = None) -> Transitions:
     """Each flight a decision writes: (its state before the message, its state after all of the
-    message's changes to it, in order)."""
+    message's changes to it, in order; with ``message_id``, as last writer wins will write it)."""
     out: dict[str, tuple[FlightState | None, FlightState]] = {}
     for change in changes:
         before = current.get(change.flid)
         now = out[change.flid][1] if change.flid in out else before
-        result = next_state(change, now, None)
+        result = next_state(change, now, message_id)
         if result is not None:
             out[change.flid] = (before, result.state)
     return out

@@ -149,17 +149,20 @@ def refresh_masters(transitions: Mapping[str, tuple[FlightState | None, FlightSt
 
 def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
                    children: Children) -> list[FlightChange]:
-    """Soft-delete the live ``targets`` and, for a master, its live children (C-25, INV-21/22).
+    """Soft-delete the ``targets`` and, for a live master, its live children (C-25, INV-21/22).
 
-    Missing or already deleted targets are skipped (FDEL is idempotent); each flight is deleted
-    once. The children come from ``children`` (live when read); the pipeline loads their states.
-    The masters of deleted children are refreshed by ``refresh_masters`` afterwards."""
+    Each flight is deleted once. A missing or already deleted target still gets its deletion (a
+    tombstone or a re-stamped flag, invisible to readers: FDEL stays idempotent), so a late
+    message older than the deletion cannot bring the flight back (last writer wins, F6). The
+    children come from ``children`` (live when read); the pipeline loads their states. The masters
+    of deleted children are refreshed by ``refresh_masters`` afterwards."""
     doomed: list[str] = []
     for flid in targets:
-        if not _live(flights.get(flid)) or flid in doomed:
+        if flid in doomed:
             continue
         doomed.append(flid)
-        doomed += [c for c in cascade([flid], children) if c not in doomed]
+        if _live(flights.get(flid)):
+            doomed += [c for c in cascade([flid], children) if c not in doomed]
     return [FlightChange(flid=f, commands=(), create=False, delete=True) for f in doomed]
 
 

@@ -32,7 +32,17 @@ from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.times import dttm_local, sis_date, sis_datetime
-from msgx_engine.state.model import FlightState, Replace, Value
+from msgx_engine.state.model import (
+    BASE,
+    DELETED,
+    FlightState,
+    Replace,
+    Stamps,
+    Value,
+    apply,
+    full_state_commands,
+    stamp_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +149,12 @@ class Head:
     alcd: str | None = None          # that master's MAFL (D30)
     flno: str | None = None
     sodt: str | None = None          # a RESP deletes only members whose SODT lies in its window (D23)
+    stamps: Stamps = field(default_factory=lambda: MappingProxyType({}))   # last writer per key (F6)
+
+    @property
+    def newest(self) -> int:
+        """The largest mailbox id that wrote this flight (0: none known)."""
+        return max(self.stamps.values(), default=0)
 
     def codeshare_state(self) -> FlightState:
         """The part of the stored state the code-share rules read (D30)."""
@@ -168,6 +184,7 @@ class SnapshotInput:
     request: OpenRequest | None
     children: codeshare.Children = field(default_factory=dict)
     window: tuple[datetime, datetime] | None = None     # a RESP's request window (D23); None: the day
+    newer: Mapping[str, FlightState] = field(default_factory=dict)   # see SnapshotContext.newer
 
 
 @dataclass(frozen=True)
@@ -189,6 +206,9 @@ class SnapshotContext:
     ledger: Ledger | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     children: codeshare.Children = field(default_factory=dict)
+    # the whole states of the package's flights that a message newer than this snapshot already
+    # wrote (their head's newest stamp is larger): merged key by key, last writer wins (F6)
+    newer: Mapping[str, FlightState] = field(default_factory=dict)
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
@@ -221,9 +241,13 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
         log.info("snapshot %s for %s is the day's last message: replay short-circuit", ctx.msg_id, ctx.ledger.day)
         return Decision.apply()
     request = ctx.request if resp else None
+    last = ctx.ledger.last_message_id
+    if last is not None and ctx.msg_id < last:
+        return Decision.skip("superseded", f"the snapshot of {ctx.ledger.day} from mailbox id {last} is newer: this "
+                                           "older one, committed late, would rewind the day (F6)")
     inp = SnapshotInput(styp=msg.meta.styp, day=ctx.ledger.day, flights=flights, ledger=ctx.ledger,
                         heads=ctx.heads, request=request, children=ctx.children,
-                        window=request_window(request, ctx.ledger.day) if request else None)
+                        window=request_window(request, ctx.ledger.day) if request else None, newer=ctx.newer)
     plan = plan_snapshot(inp, ctx.msg_id)
     completion = (RequestCompletion(request.req_id),) if request is not None else ()
     return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion))
@@ -291,15 +315,21 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
             continue
         if head is not None and head.ffid and "FFID" not in fields:
             fields = _with(fields, "FFID", head.ffid)
+        current = inp.newer.get(flid)
+        if current is not None:     # a newer message wrote some of it first: those keys stay (F6)
+            written.append(apply(current, full_state_commands(fields), message_id=msg_id, fday=day,
+                                 undelete=True).state)
+            continue
         written.append(FlightState(flid=flid, fields=fields, fday=day,
                                    state_version=(head.state_version if head else 0) + 1,
-                                   last_message_id=msg_id, deleted=False))
+                                   last_message_id=msg_id, deleted=False,
+                                   stamps=MappingProxyType({BASE: msg_id, DELETED: msg_id})))
     package = frozenset(flid for flid, _ in inp.flights)
     # D23: a RESP only speaks for its request's window; members outside it stay as they are
     outside = {f for f in inp.ledger.members - package if not _in_window(inp.heads.get(f), inp.window)}
     members = package | outside
     diff = sorted(flid for flid in inp.ledger.members - members
-                  if _deletable(inp.heads.get(flid), day))
+                  if _deletable(inp.heads.get(flid), day, msg_id))
     # D30: a deleted master takes its live children with it, unless the package lists them
     deleted = diff + sorted(set(codeshare.cascade(diff, inp.children)) - members - set(diff))
     after = _after(written, deleted)
@@ -345,9 +375,11 @@ def _in_window(head: Head | None, window: tuple[datetime, datetime] | None) -> b
     return sodt is not None and window[0] <= sodt <= window[1]
 
 
-def _deletable(head: Head | None, day: date) -> bool:
-    """Only a live flight still owned by this day is diff-deleted (FS §3.3 constraint 2)."""
-    return head is not None and head.fday == day and not head.deleted
+def _deletable(head: Head | None, day: date, msg_id: int) -> bool:
+    """Only a live flight still owned by this day is diff-deleted (FS §3.3 constraint 2), and not
+    one a newer message restored (its deletion flag is stamped later: last writer wins, F6)."""
+    return (head is not None and head.fday == day and not head.deleted
+            and stamp_of(head.stamps, DELETED) <= msg_id)
 
 
 def flids_to_read(pkg: Outline, members: Iterable[str]) -> list[str]:

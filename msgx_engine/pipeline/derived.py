@@ -58,16 +58,17 @@ MAFL = Refresh(codeshare.may_touch_masters, codeshare.masters_to_derive, _childr
 REFRESHES: tuple[Refresh[Any], ...] = (MAFL,)
 
 
-def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState]
-                    ) -> tuple[Decision, Mapping[str, FlightState]]:
-    """The decision with every derived field refreshed, and the loaded states it applies to."""
+def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],
+                    msg_id: int | None = None) -> tuple[Decision, Mapping[str, FlightState]]:
+    """The decision with every derived field refreshed, and the loaded states it applies to. The
+    rules see the message's changes as they will be written (last writer wins by ``msg_id``)."""
     if decision.outcome != APPLY or not decision.changes:
         return decision, flights
     decision, flights = load_named(conn, decision, flights)
     rules = [rule for rule in REFRESHES if rule.concerns(decision.changes, flights)]
     if not rules:
         return decision, flights
-    moves = transitions(decision.changes, flights)
+    moves = transitions(decision.changes, flights, msg_id)
     extra: list[FlightChange] = []
     for rule in rules:
         wanted = rule.wanted(moves)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 
@@ -293,7 +293,8 @@ class Processor:
         write, and a binding held by another row inside the window refuses it, which rolls the whole
         transaction back before the clash is classified. One round trip less per message."""
         msg_id = head.msg_id
-        states, events = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id))
+        states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
+                                            replayed=head.replayed)
         decision = routed.decision
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
@@ -304,8 +305,9 @@ class Processor:
         events += write_plans(conn, decision.plans, msg_id, now)
         outbox.insert(conn, events)
         # a plan writes flights of its own: the post-commit step then reads every flight the
-        # message's events name instead of only the changed ones
-        return [] if decision.plans else states
+        # message's events name instead of only the changed ones; a silent write (F6) has no event
+        # and nothing for the projection
+        return [] if decision.plans else shown
 
     def commit_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
         """``applied_at`` and the identity binding, guarded; transaction 1 commits."""
@@ -517,32 +519,46 @@ class Processor:
         return None
 
 
-def next_states(routed: routing.Routed, msg_id: int, meta: Meta,
-                bridges: Callable[[], BridgeMap | None] = lambda: None) -> tuple[list[FlightState], list[OutboxRow]]:
-    """The decision's flight changes applied to the loaded states: the states to write and their
-    outbox events. A change for a missing flight that may not create it is dropped. A state whose
-    stands changed (or that is new or restored) gets its airbridges derived (D27) from
-    ``bridges()``, called at most once and only then: most messages never read the mapping."""
+def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callable[[], BridgeMap | None] = lambda: None,
+                *, replayed: bool = False) -> tuple[list[FlightState], list[OutboxRow], list[FlightState]]:
+    """The decision's flight changes applied to the loaded states, last writer wins by ``msg_id``
+    (F6): the states to write, their outbox events, and the states a reader sees change (for the
+    projection). A change a reader does not see (every write equal or stale, or a deleted flight
+    that stays deleted) is a silent write: stamps and hidden fields only, same version, no events;
+    one that moves nothing at all is not written. A state whose stands changed (or that is new or
+    restored) gets its airbridges derived (D27) from ``bridges()``, called at most once and only
+    then: most messages never read the mapping. A message an operator replayed (``replayed``, US-10
+    AC4: a stale replay is forced on purpose) lands on top of newer writes."""
     current = dict(routed.flights)
     states: list[FlightState] = []
     events: list[OutboxRow] = []
+    shown: list[FlightState] = []
     for change in routed.decision.changes:
         before = current.get(change.flid)
-        result = next_state(change, before, msg_id)
+        result = next_state(change, before, msg_id, override=replayed)
         if result is None:
             continue
+        base = before or FlightState.new(change.flid)
         state = result.state
+        if not result.visible(base):
+            if (state.fields, state.stamps, state.deleted) == (base.fields, base.stamps, base.deleted):
+                continue
+            state = replace(state, state_version=base.state_version, last_message_id=base.last_message_id)
+            current[change.flid] = state
+            states.append(state)
+            continue
         changed, cleared = result.changed, result.cleared
         rederived = needs_derivation(before, state)
         if rederived:
             state = derive(state, bridges() if stands_of(state) else None)
         if rederived or changed & STAND_KEYS:     # the derived keys may have moved with them
-            derived, gone = document_changes(before or FlightState.new(change.flid), state)
+            derived, gone = document_changes(base, state)
             changed, cleared = changed | derived, cleared | gone
         current[change.flid] = state
         states.append(state)
+        shown.append(state)
         events += outbox.change_events(msg_id, meta, state, changed, cleared)
-    return states, events
+    return states, events, shown
 
 
 def _pid(conn: Connection) -> int:

@@ -86,9 +86,11 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
         return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent)
     day_ledger = ledger.read_ledger(conn, day)
     heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
-    children = FlightRepository(conn).codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
+    repo = FlightRepository(conn)
+    children = repo.codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
+    newer = [f for f in pkg.flids if f in heads and heads[f].newest > msg_id]   # rare: a late snapshot (F6)
     return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, ledger=day_ledger, heads=heads,
-                                    children=children)
+                                    children=children, newer=repo.load(newer) if newer else {})
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:
@@ -150,5 +152,5 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int) -> Routed:
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
     ctx = route.load(conn, msg, msg_id)
-    decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx))
+    decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx), msg_id)
     return Routed(decision, flights)

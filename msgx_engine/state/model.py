@@ -2,9 +2,17 @@
 
 A ``FlightState`` is one flight's whole current state: scalar values, collections (lists of
 entries), exception objects and text groups, all keyed by their SIS element name, plus the
-bookkeeping the store keeps (``fday``, ``state_version``, ``last_message_id``, ``deleted``).
-Commands say what a message does to one key; ``apply`` turns (state, commands) into the next
-state without touching any I/O, so the same inputs always give the same output.
+bookkeeping the store keeps (``fday``, ``state_version``, ``last_message_id``, ``deleted``,
+``stamps``). Commands say what a message does to one key; ``apply`` turns (state, commands) into
+the next state without touching any I/O, so the same inputs always give the same output.
+
+Last writer wins by mailbox id (docs/decisions.md F6): ``stamps`` remembers, per key, the mailbox
+id of the message that last set or cleared it, and under ``DELETED`` the one that last deleted or
+restored the flight. A command on a key that a message with a larger id already
+wrote is skipped, so a row that commits late with a smaller id never rewinds newer state, and
+applying messages in any order converges to the in-order state. ``stamps`` is compact: ``*``
+holds the id of the last message that wrote every key (a whole-state write), and a key has an
+entry of its own only when it was written later than that.
 """
 
 from __future__ import annotations
@@ -24,6 +32,13 @@ SCALAR_KEYS = frozenset(SCALARS)
 LIST_KEYS = frozenset(COLLECTION_BY_KEY) | frozenset(TEXT_GROUP_BY_KEY)
 OBJECT_KEYS = frozenset(OBJECT_BY_KEY)
 ALL_KEYS = SCALAR_KEYS | LIST_KEYS | OBJECT_KEYS
+DELETED = "DELETED"      # stamps key of the deletion flag (deleted or restored)
+BASE = "*"               # stamps key: the last message that wrote every field key
+# Keys msgx derives from other flights rather than takes from a message (D30: a master's MAFL from
+# its live children): recomputed from the current state on every change, so never stamped or
+# refused as stale (a late child's message must still re-derive its master).
+DERIVED_KEYS = frozenset({"MAFL"})
+Stamps = Mapping[str, int]
 
 
 def freeze_entry(entry: Mapping[str, str]) -> Entry:
@@ -80,6 +95,7 @@ class FlightState:
     # sorted codes of the airbridges serving it; None while nothing is derived (no stand, or the
     # ABDG reference data was never loaded). ``apply`` keeps it; the writer re-derives it.
     bridges: Mapping[str, tuple[str, ...]] | None = None
+    stamps: Stamps = field(default_factory=lambda: MappingProxyType({}))
 
     def get(self, key: str) -> Value | None:
         return self.fields.get(key)
@@ -101,16 +117,37 @@ class FlightState:
     def with_fields(self, fields: Mapping[str, Value]) -> FlightState:
         return replace(self, fields=MappingProxyType(dict(sorted(fields.items()))))
 
+    def stamp(self, key: str) -> int:
+        """The mailbox id that last wrote ``key`` (0: none known)."""
+        return stamp_of(self.stamps, key)
+
+
+def stamp_of(stamps: Stamps, key: str) -> int:
+    if key in stamps:
+        return stamps[key]
+    return 0 if key == DELETED else stamps.get(BASE, 0)
+
 
 @dataclass(frozen=True)
 class Applied:
     """The next state and what happened: ``changed`` keys differ from before; ``cleared`` is the
     subset that had a value and has none now. A Clear of an already absent key is in neither, so
-    a whole-state rewrite (ADFT, snapshot) reports only what really changed in its ``msg`` event."""
+    a whole-state rewrite (ADFT, snapshot) reports only what really changed in its ``msg`` event.
+    ``stale`` are the keys (``DELETED`` included) a newer message had already written: skipped."""
 
     state: FlightState
     cleared: frozenset[str]
     changed: frozenset[str]
+    stale: frozenset[str] = frozenset()
+
+    def visible(self, before: FlightState) -> bool:
+        """Whether anything a reader sees moved: the deletion flag, or a live flight's fields or
+        day. Otherwise (every write equal to what is there or stale, or a deleted flight that stays
+        deleted) only ``stamps`` and hidden fields move: stored without a new version or events."""
+        s = self.state
+        if s.deleted != before.deleted:
+            return before.state_version > 0      # a tombstone for a flight never seen is announced to nobody
+        return not s.deleted and (bool(self.changed) or s.fday != before.fday)
 
 
 def _validate(cmd: Command) -> None:
@@ -126,16 +163,32 @@ def _validate(cmd: Command) -> None:
 
 
 def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | None,
-          fday: date | None | EllipsisType = ..., undelete: bool = False) -> Applied:
+          fday: date | None | EllipsisType = ..., undelete: bool = False, delete: bool = False,
+          override: bool = False) -> Applied:
     """Merge commands into ``state``: absent keys untouched, Set overwrites, Clear removes,
     Replace swaps the whole list. The version always advances by one and the message is recorded.
+
+    With a ``message_id``, last writer wins per key (see the module doc): a command on a key whose
+    stamp is larger is skipped, the others stamp their key with ``message_id``; ``delete`` and
+    ``undelete`` obey the ``DELETED`` stamp the same way (a flight nobody deleted or restored is
+    live with stamp 0). Without a ``message_id`` (what-if evaluations) nothing is stamped or skipped.
+    ``override`` (an operator's replay, which lands on top by intent): a newer key is written all
+    the same and keeps its newer stamp, so later late messages are still measured against it.
 
     ``fday=...`` keeps the current day; a snapshot passes its day explicitly (FS §5.4).
     """
     fields = dict(state.fields)
+    stamps = dict(state.stamps)
     touched: set[str] = set()
+    stale: set[str] = set()
     for cmd in commands:
         _validate(cmd)
+        if message_id is not None and cmd.key not in DERIVED_KEYS:
+            if stamp_of(stamps, cmd.key) <= message_id:
+                stamps[cmd.key] = message_id
+            elif not override:
+                stale.add(cmd.key)
+                continue
         touched.add(cmd.key)
         if isinstance(cmd, Clear):
             fields.pop(cmd.key, None)
@@ -147,6 +200,16 @@ def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | 
                 fields.pop(cmd.key, None)     # an empty list is stored and sent as absent (FS §6.2)
         else:
             fields[cmd.key] = freeze_entry(cmd.value) if isinstance(cmd.value, Mapping) else cmd.value
+    deleted = state.deleted
+    if delete or undelete:
+        if message_id is not None and stamp_of(stamps, DELETED) > message_id and not override:
+            stale.add(DELETED)
+        else:
+            deleted = delete
+            if message_id is not None and stamp_of(stamps, DELETED) <= message_id:
+                stamps[DELETED] = message_id
+    if message_id is not None and touched | stale >= ALL_KEYS:
+        stamps = _compact(stamps, message_id)
     changed = {k for k in touched if fields.get(k) != state.fields.get(k)}
     cleared = {k for k in changed if k not in fields}
     next_state = replace(
@@ -155,9 +218,43 @@ def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | 
         state_version=state.state_version + 1,
         last_message_id=message_id,
         fday=state.fday if fday is ... else fday,
-        deleted=False if undelete else state.deleted,
+        deleted=deleted,
+        stamps=MappingProxyType(dict(sorted(stamps.items()))),
     )
-    return Applied(next_state, frozenset(cleared), frozenset(changed))
+    return Applied(next_state, frozenset(cleared), frozenset(changed), frozenset(stale))
+
+
+def apply_change(before: FlightState | None, flid: str, commands: Iterable[Command], *, message_id: int | None,
+                 create: bool = True, fday: date | None | EllipsisType = ..., delete: bool = False,
+                 undelete: bool = False, override: bool = False) -> Applied | None:
+    """One message's change to one flight, with the rules that make arrival order irrelevant (F6):
+    every field key and the deletion flag are last-writer-wins registers by mailbox id.
+
+    - a missing flight is created by a change that may create it, and by a deletion, which
+      leaves a tombstone (deleted, no fields, announced to nobody): a creating message older than
+      the deletion that commits late then finds the flight deleted, as it would in id order;
+    - a deleted flight still takes every message's fields (hidden: no version, no event, not in
+      any read), so a restore shows the newest values and a message that arrives after a restore
+      it predates lands exactly as in id order; only a restore (ADFT, a snapshot listing it) or a
+      newer deletion moves the flag;
+    - None (nothing to write) for a missing flight the change may neither create nor delete."""
+    if before is None:
+        if not (create or delete):
+            return None
+        before = FlightState.new(flid)
+    return apply(before, commands, message_id=message_id, fday=fday, delete=delete, undelete=undelete,
+                 override=override)
+
+
+def _compact(stamps: dict[str, int], message_id: int) -> dict[str, int]:
+    """After a message wrote every field key it did not find newer: it becomes the base, and only
+    the keys written by newer messages keep an entry of their own (with their effective stamp,
+    which may have come from the old base)."""
+    out = {k: v for k in ALL_KEYS if (v := stamp_of(stamps, k)) > message_id}
+    if DELETED in stamps:
+        out[DELETED] = stamps[DELETED]
+    out[BASE] = message_id
+    return out
 
 
 def full_state_commands(fields: Mapping[str, Value]) -> list[Command]:

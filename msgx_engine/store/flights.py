@@ -15,6 +15,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Any, cast
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, func, select
 
 from msgx_engine.handlers.codeshare import ChildRef
@@ -81,6 +82,11 @@ def _delete_sql(tables: tuple[str, ...]) -> str:
     return f"WITH {ctes} SELECT 1"
 
 
+def _collections(state: FlightState | None) -> tuple[object, ...] | None:
+    """The values a flight keeps in the detail tables (None: no stored flight)."""
+    return None if state is None else tuple(state.fields.get(spec.key) for spec in COLLECTIONS)
+
+
 def _tables_holding(states: Iterable[FlightState]) -> set[str]:
     return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
@@ -108,6 +114,7 @@ def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
         "flid": state.flid, "fday": state.fday, "state_version": state.state_version,
         "last_message_id": state.last_message_id, "deleted": state.deleted,
         "deleted_at": now if state.deleted else None, "stand_bridges": to_column(state.bridges),
+        "field_msg": Jsonb(dict(state.stamps)) if state.stamps else None,
     }
     for name in SCALARS:
         row[name.lower()] = state.get(name)
@@ -180,7 +187,8 @@ class FlightRepository:
                 flid=flid, fields=MappingProxyType(dict(sorted(fields_by_flid[flid].items()))),
                 fday=date.fromisoformat(fday) if fday else None, state_version=r["state_version"],
                 last_message_id=r.get("last_message_id"), deleted=r["deleted"],
-                bridges=from_column(r.get("stand_bridges")))
+                bridges=from_column(r.get("stand_bridges")),
+                stamps=MappingProxyType(dict(sorted(r.get("field_msg", {}).items()))))
         return states
 
     def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
@@ -208,8 +216,9 @@ class FlightRepository:
 
         ``now`` stamps ``updated_at``/``deleted_at``; callers pass their clock's time (the
         database's clock is read only when they do not). ``previous`` are the states the caller
-        loaded in this transaction: with them, only the detail tables that held or will hold rows
-        for these flights are rewritten (a new flight has none to delete); without them, all 9.
+        loaded in this transaction: with them, only the flights whose collections moved get their
+        detail rows rewritten, and only in the tables that held or will hold rows for them (a new
+        flight has none to delete; a silent write of stamps has none to rewrite); without them, all 9.
         """
         if not states:
             return
@@ -219,6 +228,10 @@ class FlightRepository:
         for r in rows:
             r["updated_at"] = now
         self.conn.exec_driver_sql(_UPSERT_SQL, rows)
+        if previous is not None:     # a flight whose collections did not move keeps its detail rows
+            states = [st for st in states if _collections(st) != _collections(previous.get(st.flid))]
+            if not states:
+                return
         if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
             tables = tuple(detail_tables)
         else:

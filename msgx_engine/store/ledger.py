@@ -15,9 +15,10 @@ from __future__ import annotations
 import json
 import logging
 from datetime import date, datetime
+from types import MappingProxyType
 from typing import Any
 
-from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, delete, func, insert, select, update
+from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, delete, func, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -58,10 +59,10 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
     if not flids:
         return {}
     c = flight_schd.c
-    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid, c.maid, c.alcd, c.flno, c.sodt)
-                        .where(c.flid == any_(_FLIDS)), {"flids": flids})
-    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid, r.maid, r.alcd, r.flno, r.sodt)
-            for r in rows}
+    rows = conn.execute(select(c.flid, c.fday, c.state_version, c.deleted, c.ffid, c.maid, c.alcd, c.flno, c.sodt,
+                               c.field_msg).where(c.flid == any_(_FLIDS)), {"flids": flids})
+    return {r.flid: Head(r.flid, r.fday, r.state_version, r.deleted, r.ffid, r.maid, r.alcd, r.flno, r.sodt,
+                         MappingProxyType(r.field_msg or {})) for r in rows}
 
 
 # --- the write ----------------------------------------------------------------------------------
@@ -81,7 +82,8 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     if plan.kept_later:
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
-    return [outbox.state_event(msg_id, s) for s in written] + tombstones
+    # a flight a newer message deleted stays deleted (F6): written, hidden, announced to nobody
+    return [outbox.state_event(msg_id, s) for s in written if not s.deleted] + tombstones
 
 
 def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime) -> int:
@@ -107,7 +109,9 @@ def soft_delete(conn: Connection, flids: tuple[str, ...], msg_id: int, now: date
     rows = conn.execute(
         update(flight_schd).where(flight_schd.c.flid == any_(_FLIDS), flight_schd.c.deleted.is_(False))
         .values(deleted=True, deleted_at=now, updated_at=now, last_message_id=msg_id,
-                state_version=flight_schd.c.state_version + 1)
+                state_version=flight_schd.c.state_version + 1,
+                field_msg=text("coalesce(field_msg, '{}'::jsonb) || jsonb_build_object('DELETED', "
+                               "CAST(:deleted_by AS bigint))").bindparams(deleted_by=msg_id))
         .returning(flight_schd.c.flid, flight_schd.c.state_version), {"flids": list(flids)}).fetchall()
     if len(rows) != len(flids):
         raise LedgerConflict(f"{len(flids) - len(rows)} diff-delete target(s) changed under the lock", None, None)

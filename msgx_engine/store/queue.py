@@ -45,12 +45,13 @@ class QueueHead:
     updated_at: datetime | None    # the last status write (a wait's previous round, D22)
     error_class: str | None        # why the last attempt failed or the head waits (D22, D24)
     registered_at: datetime        # registration (created_at): the identity window counts from it (D26)
+    replayed: bool                 # re-queued by an operator (msgx replay): its writes land on top (F6)
     gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
     writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
 
 
 _HEAD_COLUMNS = ("msg_id", "attempts", "coalesce(p.requeued_at, p.created_at)", "next_attempt_at", "applied_at",
-                 "updated_at", "error_class", "created_at")
+                 "updated_at", "error_class", "created_at", "(p.requeued_at IS NOT NULL)")
 # The head query also takes the writer row lock of transaction 1 (DESIGN §2 step 7): the
 # transaction that applies the head starts here, so the lock costs no extra round trip.
 _HEAD_SQL = (

@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from msgx_engine.handlers.seasons import SEASON_FLIGHT_SCALARS, SEASON_ROUTE_PARTS
 from msgx_engine.sis.fields import COLLECTIONS, flight_columns
@@ -46,6 +47,7 @@ flight_schd = Table(
     _ts("updated_at", nullable=False, server_default=func.now()),
     *[Column(c, Text) for c in flight_columns()],
     Column("stand_bridges", Text),   # derived airbridges per stand, JSON (state.bridges, D27; 0007)
+    Column("field_msg", JSONB),      # key -> mailbox id that last wrote it (state.stamps, F6; 0012)
 )
 
 

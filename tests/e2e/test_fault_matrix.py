@@ -548,14 +548,7 @@ def clock_stepped_forward(lab: Lab, reference: dict) -> str:
     offset = _wall_clock_shim(inst)
     bodies = workload()
     hole = IGNORED_ID
-    mb = pymysql.connect(host="127.0.0.1", port=lab.servers.mariadb.port, user="root",
-                         database=inst.mailbox_url.rsplit("/", 1)[1], autocommit=False)
-    fill(inst.mailbox_url, bodies[:hole - 1])
-    with mb.cursor() as cur:      # id ``hole`` is taken by a transaction that commits late
-        cur.execute("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES (%s, 'VALID')",
-                    (bodies[hole - 1],))
-        assert cur.lastrowid == hole
-    fill(inst.mailbox_url, bodies[hole:])
+    mb = fill_holding(lab, inst, bodies, hole)
     runner = inst.start("pump", "--drain")
     try:
         wait_for(lambda: _gap_seen(inst, hole), "the gap to be recorded")
@@ -576,6 +569,48 @@ def clock_stepped_forward(lab: Lab, reference: dict) -> str:
     converged(inst, reference)
     return (f"host clock stepped forward 1 h inside a 30 s grace; the row committed "
             f"{commit_after:.1f}s later was still awaited and processed in order")
+
+
+def fill_holding(lab: Lab, inst: Install, bodies: list[str], held: int) -> pymysql.Connection:
+    """Fill the mailbox with ``bodies``, row ``held`` inserted by a transaction left open (its id is
+    taken, the row invisible): the returned connection commits it late."""
+    mb = pymysql.connect(host="127.0.0.1", port=lab.servers.mariadb.port, user="root",
+                         database=inst.mailbox_url.rsplit("/", 1)[1], autocommit=False)
+    fill(inst.mailbox_url, bodies[:held - 1])
+    with mb.cursor() as cur:
+        cur.execute("INSERT INTO cminmsgs (CMINMSGS_CLOB_MSG, CMINMSGS_STATUS) VALUES (%s, 'VALID')",
+                    (bodies[held - 1],))
+        assert cur.lastrowid == held
+    fill(inst.mailbox_url, bodies[held:])
+    return mb
+
+
+def late_smaller_ids(lab: Lab, reference: dict) -> str:
+    """US-01 AC5, F6: a row whose insert commits after the head passed its gap (a GTDT for a flight
+    that later rows change again) is processed late and rewinds nothing: last writer wins by mailbox
+    id, so the state equals the in-order reference (its events differ: it changed less)."""
+    inst = lab.install()
+    bodies = workload()
+    late = 101          # workload index 100: a GTDT of FM04 (no resend of it), whose later rows set other gates
+    mb = fill_holding(lab, inst, bodies, late)
+    try:
+        runner = inst.start("pump", "--drain")
+        try:
+            wait_for(lambda: bool(inst.query("SELECT 1 FROM intake_gap WHERE msg_id = :m AND passed_at IS NOT NULL",
+                                             m=late)), "the head to pass the gap", 120)
+            mb.commit()
+            rc, err = runner.finish()
+        finally:
+            runner.stop()
+    finally:
+        mb.close()
+    assert rc == 0, err[-2000:]
+    assert inst.pump().returncode == 0                 # the sensor's next run, if the first had ended
+    row = inst.query("SELECT late_arrival FROM proc_state WHERE msg_id = :m", m=late)
+    assert row and row[0].late_arrival
+    c = converged(inst, reference, events="single")
+    return (f"row {late} committed after its gap was passed and was processed late; gates and verdicts as the "
+            f"in-order reference (last writer wins), no event doubled ({c['events']} events), every mark once")
 
 
 def _wall_clock_shim(inst: Install) -> Path:
@@ -653,6 +688,8 @@ MATRIX = [
     Row("a registered row deleted from the mailbox before processing (C-12, D24)",
         "head waits with an ALERT, nothing overtakes; after an audited skip the rest completes",
         row_deleted_before_processing),
+    Row("a smaller id committing after the head passed its gap (late arrival, F6)",
+        "processed late; rewinds nothing: state as the in-order reference", late_smaller_ids),
     Row("two installations on one mailbox", "second exits at once naming the holder; first as reference",
         two_installations),
     Row("host clock stepped back 1 h during a gap grace", "grace ends on time (no stall)", clock_stepped_back),

@@ -192,7 +192,10 @@ def subtype_cases(w: Writer, styp: str, samples: list[str]) -> None:
 
 def cross_cutting(w: Writer) -> None:
     gates = {"GTDT": new_value("GTDT")}
-    w.case("GTDT", "deleted_flight", "FLOP on a soft-deleted flight: no effect (only ADFT restores, INV-29)",
+    w.case("GTDT", "deleted_flight",
+           "FLOP on a soft-deleted flight: no visible effect (no version, no event; only ADFT or a snapshot "
+           "restores, INV-29); its hidden fields take the message (last writer wins, F6), so a later restore shows "
+           "the newest values",
            ["US-05 AC3", "D2"], [prior(with_old=("GTDT",), DELETED=True)],
            [flop("GTDT", FLID, payload("GTDT", gates))])
     same = flop("STND", FLID, "\t\t<STND>S209</STND>\n")
@@ -304,7 +307,9 @@ def fdel_cases(w: Writer) -> None:
     family = family_priors()
     w.case("FDEL", "sample_01", "FDEL/01: soft delete, tombstone on schd", spec,
            [prior(with_old=("GTDT",), FDAY="2003-12-12")], [{"sample": "FDEL/01_FDEL.xml"}])
-    w.case("FDEL", "missing_target", "no such flight: SUCCEEDED without effect", spec, [],
+    w.case("FDEL", "missing_target",
+           "no such flight: SUCCEEDED without visible effect; a silent tombstone row (deleted, version 0, "
+           "no event) keeps a late, older creating message from bringing the flight back (F6)", spec, [],
            [{"sample": "FDEL/01_FDEL.xml"}])
     w.case("FDEL", "already_deleted", "deleting a deleted flight: no effect", spec,
            [prior(DELETED=True)], [{"sample": "FDEL/01_FDEL.xml"}])

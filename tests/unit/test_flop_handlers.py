@@ -12,7 +12,7 @@ from types import MappingProxyType
 import pytest
 from builders import envelope, flop, state
 
-from msgx_engine.handlers.changes import effective
+from msgx_engine.handlers.changes import effective, next_state
 from msgx_engine.handlers.codeshare import ChildRef, delete_flights
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
 from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
@@ -110,16 +110,26 @@ def test_port_keeps_open_and_close_side_by_side():
     assert bad.outcome == DEAD and "POID" in (bad.detail or "")
 
 
-def test_effective_drops_no_ops():
-    """US-05 AC5 value-equal comparison; FS §5.4 unknown flight; INV-29 only ADFT restores."""
+def test_no_ops_reach_the_pipeline_but_change_nothing_a_reader_sees():
+    """US-05 AC5 value-equal comparison; FS §5.4 unknown flight; INV-29 only ADFT restores. F6: such
+    changes are kept (they stamp their keys, and a deleted flight's hidden fields still move), but
+    nothing a reader sees changes: ``visible`` is False, so no version and no event."""
     live, gone = state("F1", STND="S1"), state("F1", deleted=True, STND="S1")
     same = FlightChange("F1", (Set("STND", "S1"),))
-    assert effective(same, live) is None
-    assert effective(same, None) == same                                   # creates
+    assert effective(same, live) == same and not _visible(same, live)
+    assert effective(same, None) == same and _visible(same, None)               # creates
     assert effective(replace(same, create=False), None) is None
-    assert effective(FlightChange("F1", (Set("STND", "S2"),)), gone) is None  # deleted: no effect
-    assert effective(replace(same, undelete=True), gone) is not None          # ADFT restores
-    assert effective(FlightChange("F1", (Clear("GTDT"),)), live) is None     # clearing nothing
+    hidden = next_state(FlightChange("F1", (Set("STND", "S2"),)), gone, 5)
+    assert hidden is not None and hidden.state.deleted and hidden.state.get("STND") == "S2"
+    assert not hidden.visible(gone)                                             # deleted: no visible effect
+    assert _visible(replace(same, undelete=True), gone)                         # ADFT restores
+    assert not _visible(FlightChange("F1", (Clear("GTDT"),)), live)             # clearing nothing
+
+
+def _visible(change: FlightChange, before) -> bool:
+    result = next_state(change, before, 5)
+    assert result is not None
+    return result.visible(before or FlightState.new(change.flid))
 
 
 def test_delete_cascade_rules():
@@ -131,8 +141,9 @@ def test_delete_cascade_rules():
     master = delete_flights(["M"], flights, children)
     assert [(c.flid, c.delete, c.create) for c in master] == [("M", True, False), ("C1", True, False),
                                                               ("C2", True, False)]
-    assert delete_flights(["NOPE"], flights, children) == []
-    assert delete_flights(["C1"], {**flights, "C1": replace(flights["C1"], deleted=True)}, children) == []
+    assert [(c.flid, c.delete) for c in delete_flights(["NOPE"], flights, children)] == [("NOPE", True)]  # tombstone
+    deleted_master = {**flights, "M": replace(flights["M"], deleted=True)}
+    assert [c.flid for c in delete_flights(["M"], deleted_master, children)] == ["M"]   # re-stamped, no cascade
     assert len(delete_flights(["C1", "M"], flights, children)) == 3     # each flight once
 
 

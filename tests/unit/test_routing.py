@@ -74,14 +74,18 @@ def test_every_plan_kind_has_a_writer_and_an_unknown_plan_is_refused():
 
 def test_flight_changes_become_states_and_two_events_each():
     """FS §5.5: per changed flight, a msg change event and a schd whole-state event; a change for a
-    missing flight that may not create it is dropped; a delete becomes a tombstone."""
+    missing flight that may not create it is dropped; a delete becomes a tombstone event; deleting a
+    flight never seen leaves a silent tombstone row (F6: no version, no event, not projected)."""
     msg = decode(flop("STND", "A", "\t\t<STND>101</STND>\n"))
     decision = Decision.apply(FlightChange("A", (Set("STND", "101"),)),
                               FlightChange("GONE", (), create=False, delete=True),
+                              FlightChange("NONE", (Set("STND", "1"),), create=False),
                               FlightChange("B", (), create=False, delete=True))
     routed = routing.Routed(decision, {"B": state("B", STND="7")})
-    states, events = next_states(routed, 9, msg.meta)
-    assert [(s.flid, s.state_version, s.deleted) for s in states] == [("A", 1, False), ("B", 3, True)]
+    states, events, shown = next_states(routed, 9, msg.meta)
+    assert [(s.flid, s.state_version, s.deleted) for s in states] == [("A", 1, False), ("GONE", 0, True),
+                                                                      ("B", 3, True)]
+    assert [s.flid for s in shown] == ["A", "B"] and states[1].stamp("DELETED") == 9
     assert [(e.flid, e.topic, e.kind) for e in events] == [
         ("A", TOPIC_MSG, "change"), ("A", TOPIC_SCHD, "state"), ("B", TOPIC_MSG, "change"),
         ("B", TOPIC_SCHD, "tombstone")]
