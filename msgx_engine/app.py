@@ -70,7 +70,7 @@ class App:
         """One installation per mailbox: the pump's lock on the mailbox server. Shadow mode (D29,
         ``MSGX_MODE=shadow``: a second installation that never writes to the mailbox) runs
         without it, so it can run beside production."""
-        if getattr(self.settings, "mode", None) == "shadow":
+        if self.settings.shadow:
             return None
         assert self.settings.mailbox_url
         return MailboxLock(self.settings.mailbox_url)

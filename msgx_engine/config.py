@@ -46,6 +46,18 @@ SCHD_RECORDS, SCHD_ARRAY = "records", "array"   # MSGX_SCHD_FORMAT (D13): one re
 SCHD_FORMATS = (SCHD_RECORDS, SCHD_ARRAY)
 
 
+MODE_PRODUCTION, MODE_SHADOW = "production", "shadow"   # MSGX_MODE (D29, OPS-3)
+MODES = (MODE_PRODUCTION, MODE_SHADOW)
+DEFAULT_TOPIC_MSG, DEFAULT_TOPIC_SCHD = "msg", "schd"
+
+
+def _mode() -> str:
+    value = (_env("MSGX_MODE") or MODE_PRODUCTION).lower()
+    if value not in MODES:
+        raise ConfigError(f"MSGX_MODE={value!r} is not one of {', '.join(MODES)}")
+    return value
+
+
 def _schd_format() -> str:
     value = (_env("MSGX_SCHD_FORMAT") or SCHD_RECORDS).lower()
     if value not in SCHD_FORMATS:
@@ -70,8 +82,8 @@ class Settings:
     mailbox_url: str | None
     kafka_bootstrap: str | None
     redis_url: str | None
-    topic_msg: str = "msg"
-    topic_schd: str = "schd"
+    topic_msg: str = DEFAULT_TOPIC_MSG
+    topic_schd: str = DEFAULT_TOPIC_SCHD
     home: Path = field(default_factory=lambda: Path.home() / ".msgx")
     ignore_rules: tuple[str, ...] = DEFAULT_IGNORE_RULES
     gap_grace_s: float = 5.0
@@ -83,6 +95,28 @@ class Settings:
     purge_after: timedelta = timedelta(days=7)          # MSGX_PURGE_AFTER: unowned and deleted flights (FS §7)
     ledger_retention: timedelta = timedelta(days=30)    # MSGX_LEDGER_RETENTION: snapshot ledgers (FS §3.6)
     schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)
+    mode: str = MODE_PRODUCTION         # MSGX_MODE: ``shadow`` never writes the mailbox nor production topics (D29)
+
+    def __post_init__(self) -> None:
+        """Refuse a configuration that could touch production from a shadow instance (OPS-3):
+        checked here so that every way of building Settings (environment, tests, benches) is held
+        to it, not only ``from_env``."""
+        if self.mode not in MODES:
+            raise ConfigError(f"MSGX_MODE={self.mode!r} is not one of {', '.join(MODES)}")
+        if self.shadow and self.kafka_bootstrap is not None:
+            clashing = [f"{name}={topic!r}" for name, topic, default in (
+                ("MSGX_TOPIC_MSG", self.topic_msg, DEFAULT_TOPIC_MSG),
+                ("MSGX_TOPIC_SCHD", self.topic_schd, DEFAULT_TOPIC_SCHD)) if topic == default]
+            if clashing:
+                raise ConfigError(
+                    f"MSGX_MODE=shadow with Kafka configured must not publish to the production topic "
+                    f"names: {', '.join(clashing)} is the default; set MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD "
+                    "to topics of their own, or unset MSGX_KAFKA_BOOTSTRAP")
+
+    @property
+    def shadow(self) -> bool:
+        """A shadow instance (D29): processes as production does, writes nothing shared."""
+        return self.mode == MODE_SHADOW
 
     @property
     def embedded(self) -> bool:
@@ -104,8 +138,8 @@ class Settings:
             mailbox_url=mailbox_url,
             kafka_bootstrap=_env("MSGX_KAFKA_BOOTSTRAP"),
             redis_url=_env("MSGX_REDIS_URL"),
-            topic_msg=_env("MSGX_TOPIC_MSG") or "msg",
-            topic_schd=_env("MSGX_TOPIC_SCHD") or "schd",
+            topic_msg=_env("MSGX_TOPIC_MSG") or DEFAULT_TOPIC_MSG,
+            topic_schd=_env("MSGX_TOPIC_SCHD") or DEFAULT_TOPIC_SCHD,
             home=home,
             ignore_rules=tuple(r.strip() for r in rules.split(",") if r.strip())
             if rules is not None else DEFAULT_IGNORE_RULES,
@@ -116,6 +150,7 @@ class Settings:
             identity_window=_duration("MSGX_IDENTITY_WINDOW", "24h", low=timedelta(seconds=1)),
             purge_after=_duration("MSGX_PURGE_AFTER", "7d", low=timedelta(days=1)),
             ledger_retention=_duration("MSGX_LEDGER_RETENTION", "30d", low=timedelta(days=1)),
+            mode=_mode(),
         )
 
     def resolved(self) -> Settings:

@@ -55,3 +55,50 @@ def test_d26_identity_window_is_read_like_24h_90m_2d(monkeypatch):
         monkeypatch.setenv("MSGX_IDENTITY_WINDOW", raw)
         with pytest.raises(ConfigError, match="MSGX_IDENTITY_WINDOW"):
             Settings.from_env()
+
+
+def test_ops3_mode_defaults_to_production_and_refuses_unknown_values(monkeypatch):
+    """Issue 14 item 3 (OPS-3, D29): MSGX_MODE is production unless set to shadow; any other value
+    refuses to start."""
+    import pytest
+
+    from msgx_engine.config import ConfigError
+
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
+    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("MSGX_MODE", raising=False)
+    assert Settings.from_env().mode == "production" and not Settings.from_env().shadow
+    monkeypatch.setenv("MSGX_MODE", "Shadow")
+    assert Settings.from_env().shadow
+    for raw in ("prod", "dry-run", "shadowy"):
+        monkeypatch.setenv("MSGX_MODE", raw)
+        with pytest.raises(ConfigError, match="MSGX_MODE"):
+            Settings.from_env()
+
+
+def test_ops3_shadow_refuses_the_production_topic_names_when_kafka_is_set(monkeypatch):
+    """Issue 14 item 3 (OPS-3): shadow with Kafka configured refuses to start unless both
+    MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD differ from the defaults; without Kafka it starts."""
+    import pytest
+
+    from msgx_engine.config import ConfigError
+
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
+    monkeypatch.setenv("MSGX_MODE", "shadow")
+    monkeypatch.delenv("MSGX_TOPIC_MSG", raising=False)
+    monkeypatch.delenv("MSGX_TOPIC_SCHD", raising=False)
+    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
+    assert Settings.from_env().shadow                       # Kafka unset: nothing can be published
+    monkeypatch.setenv("MSGX_KAFKA_BOOTSTRAP", "127.0.0.1:9092")
+    with pytest.raises(ConfigError, match="MSGX_TOPIC_MSG='msg'.*MSGX_TOPIC_SCHD='schd'"):
+        Settings.from_env()
+    monkeypatch.setenv("MSGX_TOPIC_MSG", "shadow.msg")
+    with pytest.raises(ConfigError, match="MSGX_TOPIC_SCHD='schd'"):
+        Settings.from_env()
+    monkeypatch.setenv("MSGX_TOPIC_SCHD", "shadow.schd")
+    settings = Settings.from_env()
+    assert (settings.topic_msg, settings.topic_schd) == ("shadow.msg", "shadow.schd")
+    with pytest.raises(ConfigError, match="MSGX_TOPIC_MSG"):     # direct construction is held to it too
+        Settings(db_url="x", mailbox_url="y", kafka_bootstrap="k:1", redis_url=None, mode="shadow")
