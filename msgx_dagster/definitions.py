@@ -9,6 +9,7 @@ from msgx_dagster.checks import CHECKS
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.dispatch import dispatch_job
+from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.jobs.pump import pump_job
 from msgx_dagster.jobs.replay import replay_job
@@ -21,7 +22,7 @@ defs = dg.Definitions(
     assets=ASSET_SPECS,
     asset_checks=CHECKS,
     jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
-          archive_job],
+          archive_job, monitor_job],
     sensors=SENSORS,
     schedules=SCHEDULES,
     resources=resources_for_env(),

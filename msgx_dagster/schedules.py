@@ -7,6 +7,7 @@ import dagster as dg
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.dispatch import dispatch_job
+from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 
 AIRPORT_TZ = "Asia/Shanghai"
@@ -21,6 +22,8 @@ def every_minute(job: dg.JobDefinition) -> dg.ScheduleDefinition:
 backfill_schedule = every_minute(backfill_job)
 dispatch_schedule = every_minute(dispatch_job)
 request_tracking_schedule = every_minute(request_tracking_job)
+# The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
+monitor_schedule = every_minute(monitor_job)
 # Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
 snapshot_request_schedule = dg.ScheduleDefinition(job=snapshot_request_job, cron_schedule="0 22 * * *",
                                                   execution_timezone=AIRPORT_TZ,
@@ -34,5 +37,5 @@ reference_refresh_schedule = dg.ScheduleDefinition(job=reference_refresh_job, cr
 archive_schedule = dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
                                          default_status=dg.DefaultScheduleStatus.RUNNING)
 
-SCHEDULES = [archive_schedule, backfill_schedule, dispatch_schedule, request_tracking_schedule,
+SCHEDULES = [archive_schedule, backfill_schedule, dispatch_schedule, monitor_schedule, request_tracking_schedule,
              snapshot_request_schedule, reference_refresh_schedule]

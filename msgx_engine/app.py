@@ -14,6 +14,9 @@ from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import Projection, connect, post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
 from msgx_engine.mailbox.lock import MailboxLock
+from msgx_engine.monitor.alerts import Alerter
+from msgx_engine.monitor.checks import CHECKS, CheckResult, Drift
+from msgx_engine.monitor.figures import figures
 from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
@@ -65,6 +68,32 @@ class App:
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),
                     Backfill(self.mailbox, self.clock), options, mailbox_lock=self.mailbox_lock(), **kw)
+
+    @property
+    def mode(self) -> str:
+        """``production`` or ``shadow`` (MSGX_MODE, D29): shown in /metrics and in alert texts."""
+        return str(getattr(self.settings, "mode", None) or "production")
+
+    def projection_drift(self) -> Drift | None:
+        """Compare the Redis projection with PostgreSQL (None: no Redis configured)."""
+        if not self.settings.redis_url:
+            return None
+        client = connect(self.settings.redis_url)
+        try:
+            drift = Projection(client).drift(self.engine)
+        finally:
+            client.close()
+        return Drift(total=drift.total, metadata=dict(drift.as_metadata()))
+
+    def check(self, name: str) -> CheckResult:
+        """One health check now, without alerting (a check clicked in the Dagster UI)."""
+        drift = self.projection_drift() if name == "projection_drift" else None
+        return CHECKS[name](figures(self.engine), drift)
+
+    def alerter(self, **kw) -> Alerter:
+        """The scheduled health-check evaluation with alerting on state changes (OPS-2)."""
+        return Alerter(self.engine, webhook_url=self.settings.alert_webhook, mode=self.mode,
+                       drift_probe=self.projection_drift, **kw)
 
     def mailbox_lock(self) -> MailboxLock | None:
         """One installation per mailbox: the pump's lock on the mailbox server. Shadow mode (D29,

@@ -12,8 +12,16 @@ from datetime import date
 from pathlib import Path
 
 from msgx_engine.config import ConfigError, Settings
+from msgx_engine.redact import RedactingFilter
 
 log = logging.getLogger("msgx")
+
+
+def install_redaction() -> None:
+    """Every handler of the root logger drops URL passwords and clips long lines (OPS-2)."""
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
 
 
 def _settings() -> Settings:
@@ -456,6 +464,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=os.environ.get("MSGX_LOG_LEVEL", "WARNING"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_redaction()
     args = parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

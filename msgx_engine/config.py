@@ -96,6 +96,9 @@ class Settings:
     ledger_retention: timedelta = timedelta(days=30)    # MSGX_LEDGER_RETENTION: snapshot ledgers (FS §3.6)
     schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)
     mode: str = MODE_PRODUCTION         # MSGX_MODE: ``shadow`` never writes the mailbox nor production topics (D29)
+    # secrets: kept out of repr() so a logged Settings never shows them
+    api_token: str | None = field(default=None, repr=False)       # MSGX_API_TOKEN: bearer token of the HTTP API
+    alert_webhook: str | None = field(default=None, repr=False)   # MSGX_ALERT_WEBHOOK: JSON POST on alert changes
 
     def __post_init__(self) -> None:
         """Refuse a configuration that could touch production from a shadow instance (OPS-3):
@@ -146,6 +149,8 @@ class Settings:
             gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
             split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
             schd_format=_schd_format(),
+            api_token=_env("MSGX_API_TOKEN"),
+            alert_webhook=_env("MSGX_ALERT_WEBHOOK"),
             archive_after=_duration("MSGX_ARCHIVE_AFTER", "1d", low=timedelta(days=1), high=timedelta(days=7)),
             identity_window=_duration("MSGX_IDENTITY_WINDOW", "24h", low=timedelta(seconds=1)),
             purge_after=_duration("MSGX_PURGE_AFTER", "7d", low=timedelta(days=1)),

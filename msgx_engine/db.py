@@ -43,7 +43,9 @@ def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5, singl
             connect_args["application_name"] = program_name[:63]
     if connect_args:
         kwargs["connect_args"] = connect_args
-    return create_engine(url, **kwargs)
+    # hide_parameters: a statement's parameters (message bodies, payloads) never appear in the text of
+    # an error, which is logged and stored as error_detail (OPS-2: no whole bodies in logs)
+    return create_engine(url, hide_parameters=True, **kwargs)
 
 
 @contextmanager

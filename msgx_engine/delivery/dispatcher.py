@@ -30,6 +30,7 @@ from msgx_engine.clock import Clock
 from msgx_engine.config import SCHD_ARRAY, SCHD_RECORDS
 from msgx_engine.db import is_disconnect
 from msgx_engine.delivery.producer import KafkaSink, Record
+from msgx_engine.redact import safe_text
 from msgx_engine.store import locks, outbox
 from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
 from msgx_engine.store.session_lock import SessionLock
@@ -240,7 +241,7 @@ class Dispatcher:
         summary.failed += len(failures)
         summary.dead += len(dead)
         if failures:
-            log.warning("%s event(s) not delivered, backing off: %s", len(failures), failures[0][1])
+            log.warning("%s event(s) not delivered, backing off: %s", len(failures), safe_text(failures[0][1]))
         return len(dead)
 
     def _conn(self) -> Connection:

@@ -1,14 +1,17 @@
-"""The Starlette app: three endpoints and the error contract (US-02, US-08 AC6, US-12).
+"""The Starlette app: three endpoints, ``/metrics`` and the error contract (US-02, US-08 AC6, US-12, OPS-2).
 
-The factory takes its collaborators (mailbox, state engine, optional RQFD registrar) instead of
-building them, so tests hand in real servers, broken URLs or a fake registrar as they need.
-Database calls are blocking and run in Starlette's thread pool; only body streaming is async.
+The factory takes its collaborators (mailbox, state engine, optional RQFD registrar, optional
+metrics renderer, optional API token) instead of building them, so tests hand in real servers,
+broken URLs or a fake registrar as they need. Database calls are blocking and run in Starlette's
+thread pool; only body streaming is async. The app is wrapped in ``ApiAccess`` (bearer token when
+one is configured, one access-log line per request).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -19,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from msgx_engine.http.access import ApiAccess
 from msgx_engine.http.body import read_limited, require_media_type
 from msgx_engine.http.errors import ApiError, error_response, success_response
 from msgx_engine.http.flights import current_flights_json
@@ -33,12 +37,15 @@ log = logging.getLogger(__name__)
 XML_MEDIA_TYPES = frozenset({"text/xml", "application/xml", "text/plain"})
 JSON_MEDIA_TYPES = frozenset({"application/json"})
 SYNC_MAX_BYTES = 64 * 1024
+METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"   # Prometheus text exposition
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
 
 
 def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES,
-               schd_sync: SyncRegistrar | None = None) -> Starlette:
-    """Build the ASGI app. ``schd_sync`` is the request-tracking extension point (None -> 501)."""
+               schd_sync: SyncRegistrar | None = None, metrics: Callable[[], bytes] | None = None,
+               api_token: str | None = None) -> ApiAccess:
+    """Build the ASGI app. ``schd_sync`` is the request-tracking extension point (None -> 501);
+    ``metrics`` renders ``GET /metrics`` (None -> 404); ``api_token`` guards every other endpoint."""
 
     async def send_message(request: Request) -> Response:
         require_media_type(request, XML_MEDIA_TYPES)
@@ -87,6 +94,11 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
     def openapi(request: Request) -> Response:
         return JSONResponse(spec)
 
+    def prometheus(request: Request) -> Response:
+        if metrics is None:
+            raise HTTPException(404, "metrics are not configured on this app")
+        return Response(metrics(), media_type=METRICS_MEDIA_TYPE)
+
     async def on_api_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return error_response(exc.code, exc.msg, exc.headers)
@@ -102,12 +114,13 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
     async def on_crash(request: Request, exc: Exception) -> Response:
         return error_response("internal_error", exc.__class__.__name__)
 
-    return Starlette(
+    return ApiAccess(Starlette(
         routes=[
             Route("/cminmsgs/send", send_message, methods=["POST"]),
             Route("/all/flights", all_flights, methods=["GET"]),
             Route("/schd/sync", sync_schedule, methods=["POST"]),
             Route("/openapi.json", openapi, methods=["GET"]),
+            Route("/metrics", prometheus, methods=["GET"]),
         ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
-    )
+    ), api_token)

@@ -35,6 +35,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "invalid_field": ErrorCode(400, "a field is missing, empty or not in the documented format"),
     "invalid_range": ErrorCode(400, "startDate is later than endDate, the window spans more than one day, or a "
                                     "year lies outside 2000-2099"),
+    "unauthorized": ErrorCode(401, "MSGX_API_TOKEN is set and the request lacks `Authorization: Bearer <token>` "
+                                   "or carries another token (GET /metrics and /openapi.json stay open)"),
     "not_found": ErrorCode(404, "no such endpoint"),
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
     "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),

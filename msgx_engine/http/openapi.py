@@ -1,7 +1,9 @@
 """The OpenAPI 3.1 description served at ``/openapi.json``.
 
-Written out rather than generated: three endpoints do not need a framework, and the error codes
-come from ``errors.ERROR_CODES`` so the description cannot drift from what the app answers.
+Written out rather than generated: four endpoints do not need a framework, and the error codes
+come from ``errors.ERROR_CODES`` so the description cannot drift from what the app answers. The
+three API endpoints declare the bearer token (``MSGX_API_TOKEN``, enforced only when it is set);
+``/metrics`` and this description are open.
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from msgx_engine.http.schd_sync import TIME_FORMAT_DOC
 
 SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
               "incomplete_body", "empty_body", "invalid_utf8", "nul_byte", "forbidden_xml", "malformed_xml",
-              "mailbox_unavailable")
-FLIGHTS_CODES = ("db_unavailable",)
+              "mailbox_unavailable", "unauthorized")
+FLIGHTS_CODES = ("unauthorized", "db_unavailable")
 SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
-              "invalid_json", "invalid_field", "invalid_range", "not_implemented", "db_unavailable")
+              "invalid_json", "invalid_field", "invalid_range", "not_implemented", "db_unavailable", "unauthorized")
+
+
+BEARER: list[dict[str, list[str]]] = [{"bearer": []}]
 
 
 def _errors(codes: tuple[str, ...]) -> dict:
@@ -45,6 +50,7 @@ def openapi_document(max_body_bytes: int) -> dict:
                                 '{"is_success": false, "err_code": ..., "err_msg": ...}.'},
         "paths": {
             "/cminmsgs/send": {"post": {
+                "security": BEARER,
                 "summary": "Insert one SIS XML message into CMINMSGS (US-02, C-28)",
                 "description": f"UTF-8 XML, at most {max_body_bytes} bytes. Success means the mailbox row is "
                                "committed; processing happens later through intake like any other row.",
@@ -54,6 +60,7 @@ def openapi_document(max_body_bytes: int) -> dict:
                                               "inserted and committed"), **_errors(SEND_CODES)},
             }},
             "/all/flights": {"get": {
+                "security": BEARER,
                 "summary": "Every current flight: not deleted, no MAID (US-12, D11)",
                 "description": "One REPEATABLE READ, read-only transaction on PostgreSQL; a JSON array of "
                                "whole-state documents ordered by FLID (code-point order of the string).",
@@ -62,6 +69,7 @@ def openapi_document(max_body_bytes: int) -> dict:
                               **_errors(FLIGHTS_CODES)},
             }},
             "/schd/sync": {"post": {
+                "security": BEARER,
                 "summary": "Request the daily flight plan (RQFD) for a window (US-08 AC6, C-33)",
                 "description": "Registers one RQFD for the window (request tracking sends it to the AODB "
                                "mailbox); the answer says REGISTERED, never that the plan is updated. "
@@ -74,8 +82,17 @@ def openapi_document(max_body_bytes: int) -> dict:
                                               "RQFD registered: request_id, state REGISTERED, fday"),
                               **_errors(SYNC_CODES)},
             }},
+            "/metrics": {"get": {
+                "summary": "Prometheus metrics computed from PostgreSQL at scrape time (OPS-2); never needs "
+                           "the token",
+                "responses": {"200": {"description": "Prometheus text exposition format 0.0.4, series msgx_*",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}}},
+            }},
         },
-        "components": {"schemas": {
+        "components": {"securitySchemes": {"bearer": {
+            "type": "http", "scheme": "bearer",
+            "description": "Required only when the server has MSGX_API_TOKEN set: `Authorization: Bearer <token>`"}},
+                       "schemas": {
             "Error": {"type": "object", "required": ["is_success", "err_code", "err_msg"], "properties": {
                 "is_success": {"const": False},
                 "err_code": {"type": "string", "enum": sorted(ERROR_CODES)},

@@ -1,19 +1,23 @@
 """``msgx serve``: the HTTP API under uvicorn, loopback unless explicitly made public.
 
-The API has no authentication: US-02 AC4 keeps it inside the internal network behind a gateway.
-So a bind address that is not loopback is refused unless the operator says ``--allow-public``,
-and the servers are checked before the port opens (OPS-1 startup refusal).
+US-02 AC4 keeps the API inside the internal network behind a gateway; OPS-2 asks for access control
+on its sensitive operations. So ``MSGX_API_TOKEN`` (when set) guards every endpoint but ``/metrics``
+and ``/openapi.json`` (``http/access.py``); a bind address that is not loopback is refused unless
+the operator says ``--allow-public``, and ``--allow-public`` is refused without a token. The
+servers are checked before the port opens (OPS-1 startup refusal).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import sys
 
 from msgx_engine.app import App
-from msgx_engine.config import ConfigError
+from msgx_engine.config import ConfigError, Settings
 from msgx_engine.http.schd_sync import SyncWindow
+from msgx_engine.monitor.metrics import metrics_renderer
 from msgx_engine.requests.tracker import RequestTracker
 
 LOOPBACK_NAMES = frozenset({"localhost"})
@@ -33,7 +37,11 @@ def is_loopback(host: str) -> bool:
     return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
 
 
-def check_bind(host: str, allow_public: bool) -> None:
+def check_bind(host: str, allow_public: bool, token: str | None = None) -> None:
+    if allow_public and not token:
+        raise ConfigError("--allow-public needs MSGX_API_TOKEN: a public listener without a bearer token would "
+                          "let anyone insert messages and request flight plans; set MSGX_API_TOKEN (callers send "
+                          "`Authorization: Bearer <token>`)")
     if not allow_public and not is_loopback(host):
         raise ConfigError(
             f"refusing to listen on {host!r}: the HTTP API has no authentication and belongs on the "
@@ -73,11 +81,14 @@ def serve(host: str, port: int, allow_public: bool) -> int:
 
     from msgx_engine.http.app import create_app
 
-    check_bind(host, allow_public)
-    app = App.from_settings()
+    settings = Settings.from_env()
+    check_bind(host, allow_public, settings.api_token)
+    app = App.from_settings(settings)
     app.check_ready()
     asgi = create_app(mailbox=app.mailbox, engine=app.engine, max_body_bytes=app.settings.max_body_bytes,
-                      schd_sync=sync_registrar(app))
+                      schd_sync=sync_registrar(app), metrics=metrics_renderer(app.engine, app.mode),
+                      api_token=settings.api_token)
+    logging.getLogger("msgx.http.access").setLevel(logging.INFO)   # the access log shows by default
     print(f"msgx serve: listening on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr,
           flush=True)
     try:

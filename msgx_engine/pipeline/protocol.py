@@ -47,6 +47,7 @@ from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
+from msgx_engine.redact import safe_text
 from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
 from msgx_engine.state.bridges import STAND_KEYS, BridgeMap, derive, needs_derivation, stands_of
 from msgx_engine.state.model import FlightState
@@ -418,7 +419,7 @@ class Processor:
         self.source.forget(head.msg_id)
         faults.reach("after_tx2")
         if t.status == Status.DEAD:
-            log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, t.detail)
+            log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, safe_text(t.detail or ""))
         return StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason)
 
     def _failure(self, conn: Connection, head: QueueHead, failed: Failed) -> StepResult:
@@ -446,7 +447,8 @@ class Processor:
         waited = (now - applied).total_seconds()
         before = (head.updated_at - applied).total_seconds() if head.applied_at and head.updated_at else 0.0
         detail = f"{type(exc).__name__}: {exc}"[:2000]
-        log.warning("mailbox id %s waits for its projection (%.0f s so far): %s", head.msg_id, waited, detail)
+        log.warning("mailbox id %s waits for its projection (%.0f s so far): %s", head.msg_id, waited,
+                    safe_text(detail))
         alert = None
         if waited >= self.policy.wait_alert_s > before:
             alert = (f"mailbox id {head.msg_id} has waited {waited:.0f} s for the Redis projection; the queue "
@@ -479,7 +481,7 @@ class Processor:
     def _source_wait(self, conn: Connection, head: QueueHead, exc: SourceUnavailable) -> StepResult:
         """The mailbox is down and the head's body is not cached: wait, note it, use no attempt."""
         now = self.clock.now()
-        log.warning("mailbox id %s waits for the mailbox: %s", head.msg_id, exc)
+        log.warning("mailbox id %s waits for the mailbox: %s", head.msg_id, safe_text(exc))
         queue.note_error(conn, head.msg_id, ErrorClass.SOURCE_UNAVAILABLE, str(exc), now)
         conn.commit()
         return StepResult(StepKind.WAIT_SOURCE, head.msg_id, wait_until=now + timedelta(seconds=SOURCE_RETRY_S))

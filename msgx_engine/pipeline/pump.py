@@ -11,6 +11,8 @@ message is processed within ~0.2 s of landing (DESIGN §5).
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -25,7 +27,7 @@ from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import Processor, StepKind
 from msgx_engine.pipeline.writer import LockLost
-from msgx_engine.store import locks, queue
+from msgx_engine.store import locks, monitoring, queue
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
@@ -104,10 +106,22 @@ class Pump:
             raise
         summary.reconnects += 1
 
+    # --- liveness ------------------------------------------------------------------------------
+    def _beat(self, *, started: bool = False) -> None:
+        """Record the pump's heartbeat in PostgreSQL (``/metrics`` reads it from any instance).
+        Its own short transaction; a failure is left to the loop, which notices a dead database
+        on its next statement anyway."""
+        try:
+            with self.engine.begin() as conn:
+                monitoring.beat(conn, monitoring.PUMP, pid=os.getpid(), host=socket.gethostname(), started=started)
+        except SQLAlchemyError as exc:
+            log.warning("pump heartbeat not recorded: %s", exc.__class__.__name__)
+
     # --- loop ----------------------------------------------------------------------------------
     def run(self) -> PumpSummary:
         summary = PumpSummary()
         self.conn = self.lock.acquire()
+        self._beat(started=True)
         try:
             if self.mailbox_lock is not None:
                 self.mailbox_lock.start()
@@ -141,8 +155,10 @@ class Pump:
             now = time.monotonic()
             if busy:
                 last_activity = now
-            if self.on_heartbeat and now - last_beat >= opts.heartbeat_s:
-                self.on_heartbeat(summary)
+            if now - last_beat >= opts.heartbeat_s:
+                self._beat()
+                if self.on_heartbeat:
+                    self.on_heartbeat(summary)
                 last_beat = now
             if busy:
                 continue

@@ -145,6 +145,12 @@ def unsent_count(conn: Connection, topic: str | None = None) -> int:
     return int(conn.execute(q).scalar_one())
 
 
+def unsent_by_topic(conn: Connection) -> dict[str, int]:
+    """Released, undelivered, not dead events per logical topic (``msg``, ``schd``)."""
+    rows = conn.execute(select(msg_event.c.topic, func.count()).where(*_unsent).group_by(msg_event.c.topic))
+    return {r[0]: int(r[1]) for r in rows}
+
+
 def oldest_unsent_released_at(conn: Connection) -> datetime | None:
     return conn.execute(select(func.min(msg_event.c.released_at)).where(*_unsent)).scalar()
 

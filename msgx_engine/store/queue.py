@@ -415,6 +415,33 @@ def outcome_counts(conn: Connection) -> list[tuple[str | None, str | None, str, 
     return [(r[0], r[1], r[2], r[3], int(r[4])) for r in rows]
 
 
+def head_summary(conn: Connection) -> tuple[int, int | None, datetime | None]:
+    """(open messages, the head's mailbox id, the oldest open registration): the queue depth and
+    head age of the monitor, one statement over the partial open index."""
+    count, head, oldest = conn.execute(select(func.count(), func.min(proc_state.c.msg_id),
+                                              func.min(proc_state.c.created_at))
+                                       .where(proc_state.c.status.in_(OPEN))).one()
+    return int(count), head, oldest
+
+
+def backfill_summary(conn: Connection) -> tuple[int, datetime | None]:
+    """(mailbox marks still to write, when the oldest of them was queued): the backfill lag."""
+    count, oldest = conn.execute(select(func.count(), func.min(backfill_todo.c.created_at))
+                                 .where(backfill_todo.c.status == TodoStatus.PENDING)).one()
+    return int(count), oldest
+
+
+def recent_types_with(conn: Connection, status: Status, reason: str, since: datetime) -> list[tuple[str, int]]:
+    """``TYPE-STYP`` and count of messages registered since ``since`` that ended ``status(reason)``
+    (the unsupported-types check: which types the AODB sends that msgx does not know)."""
+    ps = proc_state.c
+    label = func.concat(func.coalesce(ps.msg_type, "?"), "-", func.coalesce(ps.msg_styp, "?"))
+    rows = conn.execute(select(label, func.count()).where(ps.status == status, ps.reason == reason,
+                                                          ps.created_at >= since)
+                        .group_by(label).order_by(label)).fetchall()
+    return [(r[0], int(r[1])) for r in rows]
+
+
 def processing_span(conn: Connection) -> tuple[datetime | None, datetime | None]:
     """First registration and last terminal status."""
     first, last = conn.execute(select(func.min(proc_state.c.created_at), func.max(proc_state.c.terminal_at))).one()

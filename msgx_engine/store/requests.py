@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import Connection, select, update
+from sqlalchemy import Connection, func, select, update
 
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
 from msgx_engine.handlers.eror import InFlight, RequestFailure
@@ -66,3 +66,23 @@ def fail_request(conn: Connection, plan: RequestFailure, msg_id: int, now: datet
     if done.first() is None:
         raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
     return []
+
+
+# --- figures for the monitor (read-only) ------------------------------------------------------------
+def status_counts(conn: Connection) -> list[tuple[str, str, int]]:
+    """(rtype, status, count) over ``req_track``: open (REGISTERED/SENT) and timed-out requests."""
+    c = req_track.c
+    rows = conn.execute(select(c.rtype, c.status, func.count()).group_by(c.rtype, c.status)
+                        .order_by(c.rtype, c.status))
+    return [(r[0], r[1], int(r[2])) for r in rows]
+
+
+def latest_outcomes(conn: Connection) -> list[tuple[str, str, str, int]]:
+    """Per (rtype, styp), the newest request that left SENT for an outcome (DONE, TIMEOUT, FAILED):
+    (rtype, styp, status, req_id). A TIMEOUT here stays until a later request of that kind is
+    answered (the request-timeouts check)."""
+    c = req_track.c
+    rows = conn.execute(select(c.rtype, c.styp, c.status, c.req_id)
+                        .where(c.status.in_(("DONE", "TIMEOUT", FAILED)))
+                        .distinct(c.rtype, c.styp).order_by(c.rtype, c.styp, c.req_id.desc()))
+    return [(r[0], r[1], r[2], int(r[3])) for r in rows]

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Column,
     Date,
     DateTime,
+    Float,
     Index,
     Integer,
     MetaData,
@@ -363,3 +364,32 @@ Index("proc_state_hst_archive_msg_idx", proc_state_hst_archive.c.msg_id)
 msg_event_archive = _archive_copy(msg_event, "msg_event_archive")
 Index("msg_event_archive_msg_idx", msg_event_archive.c.msg_id)
 Index("msg_event_archive_flid_idx", msg_event_archive.c.flid, msg_event_archive.c.msg_id)
+
+
+# --- monitoring (migration 0013; owner: store/monitoring.py) ---------------------------------------
+alert_state = Table(
+    # One row per health check: its last evaluation and whether its state change was announced, so a
+    # change ok -> failing -> ok is detected across runs and alerted once (OPS-2).
+    "alert_state",
+    metadata,
+    Column("check_name", Text, primary_key=True),
+    Column("failing", Boolean, nullable=False),
+    _ts("since", nullable=False),               # when it entered its current state
+    _ts("evaluated_at", nullable=False),
+    Column("summary", Text),
+    Column("value", Float),                     # the check's headline figure (age s, count, drift)
+    Column("notified_failing", Boolean),        # the state last announced (NULL: none announced yet)
+    _ts("notified_at"),
+    Column("notify_error", Text),               # why the last announcement failed (it is retried)
+)
+
+heartbeat = Table(
+    # Liveness of the long-lived workers (the pump): the last time each reported from its loop.
+    "heartbeat",
+    metadata,
+    Column("component", Text, primary_key=True),
+    Column("pid", Integer),
+    Column("host", Text),
+    _ts("started_at"),
+    _ts("beat_at", nullable=False),
+)

@@ -6,55 +6,21 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterable, Iterator
 
 import pytest
 
 from tests.builders import gtdt
-from tests.http_support import MIB, connected, inbox_count, listening_probe
+from tests.http_support import MIB, connected, inbox_count, listening_probe, serve_process
 
 LIMIT = 10 * MIB
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(proc: subprocess.Popen, port: int, deadline_s: float = 60.0) -> None:
-    """Poll until the server accepts connections; fail early if it exits, late at the deadline."""
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"msgx serve exited with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.05)
-    pytest.fail(f"msgx serve did not listen on {port} within {deadline_s}s")
-
-
 @pytest.fixture
 def server(env_for) -> Iterator[int]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "msgx_engine.cli", "serve", "--port", str(port)],
-                            env=env_for(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_port(proc, port)
+    with serve_process(env_for()) as (port, _):
         yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def request(port: int, method: str, path: str, body: bytes | None = None,

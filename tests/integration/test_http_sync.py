@@ -77,20 +77,24 @@ def test_registrar_extension_point_receives_the_parsed_window(app):
 
 
 # --- description and documentation ----------------------------------------------------------
-def test_openapi_describes_the_three_endpoints_and_every_error_code(app):
+def test_openapi_describes_the_endpoints_and_every_error_code(app):
     """Q3: /openapi.json lists the endpoints with their methods and the error enum
-    is exactly the code's table."""
+    is exactly the code's table; issue 14 item 5: the API endpoints declare the bearer token,
+    /metrics does not."""
     resp = client_for(app).get("/openapi.json")
     assert resp.status_code == 200
     doc = resp.json()
     assert doc["openapi"].startswith("3.")
     assert {p: sorted(m) for p, m in doc["paths"].items()} == {
-        "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"]}
+        "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"], "/metrics": ["get"]}
     assert doc["components"]["schemas"]["Error"]["properties"]["err_code"]["enum"] == sorted(ERROR_CODES)
     send = doc["paths"]["/cminmsgs/send"]["post"]
     assert set(send["requestBody"]["content"]) == {"text/xml", "application/xml", "text/plain"}
     assert {"200", "400", "413", "415", "503"} <= set(send["responses"])
-    assert {"200", "503"} == set(doc["paths"]["/all/flights"]["get"]["responses"])
+    assert {"200", "401", "503"} == set(doc["paths"]["/all/flights"]["get"]["responses"])
+    assert all(doc["paths"][p][m]["security"] == [{"bearer": []}]
+               for p, m in (("/cminmsgs/send", "post"), ("/all/flights", "get"), ("/schd/sync", "post")))
+    assert "security" not in doc["paths"]["/metrics"]["get"]
     assert "501" in doc["paths"]["/schd/sync"]["post"]["responses"]
 
 

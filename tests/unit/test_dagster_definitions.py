@@ -53,3 +53,15 @@ def test_the_stand_mapping_has_its_asset_check():
 
     graph = defs.resolve_asset_graph()
     assert any(k.asset_key == REFERENCE_DATA and k.name == "stand_mapping_check" for k in graph.asset_check_keys)
+
+
+def test_monitor_job_is_scheduled_every_minute_as_a_singleton():
+    """Issue 14 item 4: a * * * * * schedule, running by default, one run at a time; the checks it
+    reports on are defined on the assets they describe."""
+    schedule = next(s for s in defs.schedules if s.job_name == "monitor_job")
+    assert schedule.cron_schedule == "* * * * *"
+    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+    assert defs.resolve_job_def("monitor_job").tags.get("singleton") == "monitor"
+    names = {k.name for k in defs.resolve_asset_graph().asset_check_keys}
+    assert {"backlog_age_check", "dead_letters_check", "delivery_backlog_check", "backfill_lag_check",
+            "projection_drift_check", "unsupported_types_check", "request_timeouts_check"} <= names

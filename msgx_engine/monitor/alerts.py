@@ -1,0 +1,144 @@
+"""Alerting on state changes (OPS-2): one alert when a check starts failing, one when it recovers.
+
+``Alerter.evaluate`` reads the figures, runs every check, and in one short transaction compares
+each result with ``alert_state`` (migration 0013) and stores it. A change is logged at ERROR
+(failing) or WARNING (recovered) right there, once. Announcing it on the optional webhook
+(``MSGX_ALERT_WEBHOOK``: a JSON POST with a Slack-compatible body ``{"text": ...}``) happens after
+the commit, outside any transaction, with a short timeout; the announced state is stored separately,
+so a webhook that was down is tried again by the next evaluation and a change is announced once
+when it comes back, never once per minute. After the first failed POST of an evaluation the rest
+wait for the next one: a dead webhook costs one timeout per minute, not one per check.
+
+The evaluation runs in its own job (``monitor_job``), never in the pump, so a dead or slow webhook
+cannot hold up processing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from msgx_engine.monitor.checks import CheckResult, Drift, evaluate
+from msgx_engine.monitor.figures import Figures, figures
+from msgx_engine.redact import safe_text, url_for_log
+from msgx_engine.store import monitoring
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_TIMEOUT_S = 3.0
+
+DriftProbe = Callable[[], "Drift | None"]
+
+
+class WebhookError(RuntimeError):
+    """The webhook did not accept the alert (unreachable, timeout, non-2xx)."""
+
+
+def post_webhook(url: str, text: str, *, timeout_s: float = WEBHOOK_TIMEOUT_S) -> None:
+    """POST ``{"text": text}`` as JSON (Slack's incoming-webhook body; most chat tools accept it)."""
+    body = json.dumps({"text": text}).encode("utf-8")
+    req = urllib.request.Request(url, data=body, method="POST",
+                                 headers={"Content-Type": "application/json", "User-Agent": "msgx-alerts"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:   # noqa: S310 (operator-configured URL)
+            resp.read(1024)
+    except urllib.error.HTTPError as exc:
+        raise WebhookError(f"HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:    # URLError, timeouts, refused connections, a malformed URL
+        raise WebhookError(f"{exc.__class__.__name__}: {safe_text(getattr(exc, 'reason', exc))}") from None
+
+
+def alert_text(result: CheckResult, *, mode: str, failing: bool) -> str:
+    state = "FAILING" if failing else "recovered"
+    return f"[msgx {mode}] {result.name} {state}: {result.summary}"
+
+
+@dataclass
+class Evaluation:
+    results: list[CheckResult]
+    changed: list[str] = field(default_factory=list)      # checks whose state changed in this evaluation
+    announced: list[str] = field(default_factory=list)    # announcements the webhook accepted
+    announce_errors: list[str] = field(default_factory=list)
+    figures: Figures | None = None
+
+    @property
+    def failing(self) -> list[str]:
+        return [r.name for r in self.results if not r.passed]
+
+
+class Alerter:
+    def __init__(self, engine: Engine, *, webhook_url: str | None, mode: str = "production",
+                 drift_probe: DriftProbe | None = None, timeout_s: float = WEBHOOK_TIMEOUT_S) -> None:
+        self.engine = engine
+        self.webhook_url = webhook_url
+        self.mode = mode
+        self.drift_probe = drift_probe
+        self.timeout_s = timeout_s
+
+    def _drift(self) -> Drift | None:
+        if self.drift_probe is None:
+            return None
+        try:
+            return self.drift_probe()
+        except Exception as exc:  # noqa: BLE001 - an unreachable Redis is drift we cannot rule out
+            log.warning("projection drift not measured: %s", safe_text(exc))
+            return Drift(total=0, error=safe_text(exc))
+
+    def evaluate(self) -> Evaluation:
+        f = figures(self.engine)
+        results = evaluate(f, self._drift())
+        evaluation = Evaluation(results, figures=f)
+        by_name = {r.name: r for r in results}
+        with self.engine.begin() as conn:
+            states = monitoring.alert_states(conn, for_update=True)
+            for r in results:
+                before = states.get(r.name)
+                failing = not r.passed
+                # first sight of a passing check is no news; first sight of a failing one is
+                changed = (before.failing != failing) if before is not None else failing
+                monitoring.record_evaluation(conn, r.name, failing=failing, at=f.now, summary=r.summary,
+                                             value=r.value, changed=changed or before is None)
+                if changed:
+                    evaluation.changed.append(r.name)
+                    if failing:
+                        log.error("ALERT %s", alert_text(r, mode=self.mode, failing=True))
+                    else:
+                        log.warning("alert cleared: %s", alert_text(r, mode=self.mode, failing=False))
+            states = monitoring.alert_states(conn)
+        self._announce(evaluation, states, by_name)
+        return evaluation
+
+    def _announce(self, evaluation: Evaluation, states: dict[str, monitoring.AlertState],
+                  by_name: dict[str, CheckResult]) -> None:
+        if not self.webhook_url:
+            return
+        # never announced and passing: nothing happened worth a message
+        due = [s for s in states.values() if not s.announced and (s.failing or s.notified_failing is not None)
+               and s.check_name in by_name]
+        for state in due:
+            text = alert_text(by_name[state.check_name], mode=self.mode, failing=state.failing)
+            try:
+                post_webhook(self.webhook_url, text, timeout_s=self.timeout_s)
+            except WebhookError as exc:
+                log.error("alert webhook %s did not accept the %s alert (%s); retried at the next evaluation",
+                          url_for_log(self.webhook_url), state.check_name, exc)
+                evaluation.announce_errors.append(f"{state.check_name}: {exc}")
+                self._note_error(state.check_name, str(exc))
+                return
+            with self.engine.begin() as conn:
+                if monitoring.mark_announced(conn, state.check_name, state.failing, state.evaluated_at):
+                    evaluation.announced.append(state.check_name)
+
+    def _note_error(self, name: str, error: str) -> None:
+        try:
+            with self.engine.begin() as conn:
+                monitoring.note_announce_error(conn, name, error)
+        except SQLAlchemyError as exc:
+            log.warning("could not record the webhook failure: %s", exc.__class__.__name__)

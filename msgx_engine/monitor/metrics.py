@@ -1,0 +1,129 @@
+"""``GET /metrics``: Prometheus text computed from PostgreSQL at scrape time (OPS-2).
+
+A custom collector reads one ``Figures`` snapshot per scrape; there are no in-process counters, so
+every ``msgx serve`` instance reports the same truth, a restart loses nothing, and the numbers are
+the ones the health checks alert on. Series are gauges of current state (Prometheus derives rates
+from them); every name starts with ``msgx_``.
+
+Projection drift needs Redis and a full comparison of every flight, too heavy for a scrape every
+few seconds: it is exported as measured by the last health-check evaluation (``monitor_job``, every
+minute), with that evaluation's time beside it. When PostgreSQL cannot be read the scrape still
+answers, with ``msgx_database_up 0`` and the mode.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from msgx_engine.monitor.figures import UNSUPPORTED_WINDOW, Figures, figures
+from msgx_engine.store.monitoring import PUMP
+
+log = logging.getLogger(__name__)
+
+OPEN_REQUEST_STATES = ("REGISTERED", "SENT")
+
+
+def _gauge(name: str, doc: str, value: float | None) -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, value=math.nan if value is None else float(value))
+
+
+def _labelled(name: str, doc: str, labels: list[str], rows: list[tuple[list[str], float]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, doc, labels=labels)
+    for values, value in rows:
+        family.add_metric(values, value)
+    return family
+
+
+def _ts(dt) -> float | None:
+    return dt.timestamp() if dt is not None else None
+
+
+def figure_metrics(f: Figures) -> Iterator[Metric]:
+    """The series of one snapshot (pure: tests and the collector share it)."""
+    yield _gauge("msgx_queue_open_messages", "Registered messages not yet terminal (PENDING or FAILED).",
+                 f.open_messages)
+    yield _gauge("msgx_queue_head_id", "Mailbox id of the queue head (smallest open message); NaN when empty.",
+                 f.head_id)
+    yield _gauge("msgx_queue_head_age_seconds", "Seconds since the oldest open message was registered.",
+                 f.head_age_s)
+    yield _labelled("msgx_messages", "Messages in proc_state by status and reason (archived ones not counted).",
+                    ["status", "reason"], [([s, r or ""], float(n)) for s, r, n in f.by_status_reason])
+    yield _gauge("msgx_dead_letters", "Messages in status DEAD, waiting for an operator.", f.dead)
+    yield _gauge("msgx_backfill_pending", "Mailbox processed-marks still to write.", f.backfill_pending)
+    yield _gauge("msgx_backfill_oldest_age_seconds", "Seconds since the oldest pending mailbox mark was queued.",
+                 f.backfill_age_s)
+    yield _labelled("msgx_outbox_undelivered", "Released outbox events not yet delivered to Kafka, by topic.",
+                    ["topic"], [([t], float(n)) for t, n in sorted(f.unsent_by_topic.items())])
+    yield _gauge("msgx_outbox_oldest_undelivered_age_seconds",
+                 "Seconds since the oldest undelivered event was released.", f.unsent_age_s)
+    yield _gauge("msgx_outbox_dead_events", "Outbox events given up after their delivery attempts.", f.dead_events)
+    yield _labelled("msgx_requests", "Requests to the AODB (req_track) by type and status.", ["rtype", "status"],
+                    [([t, s], float(n)) for t, s, n in f.requests])
+    yield _gauge("msgx_requests_open", "Requests REGISTERED or SENT and not yet answered.",
+                 sum(n for _, s, n in f.requests if s in OPEN_REQUEST_STATES))
+    yield _gauge("msgx_requests_timed_out", "Requests that ended TIMEOUT (no answer in time).",
+                 sum(n for _, s, n in f.requests if s == "TIMEOUT"))
+    yield _gauge("msgx_unsupported_recent_messages",
+                 f"Messages SKIPPED(unsupported) registered in the last {UNSUPPORTED_WINDOW.total_seconds():.0f} s.",
+                 sum(n for _, n in f.unsupported_recent))
+    yield _gauge("msgx_pump_lock_held", "1 when a pump holds the writer lock (a pump is running), else 0.",
+                 1.0 if f.pump_lock_held else 0.0)
+    beat = f.heartbeat(PUMP)
+    yield _gauge("msgx_pump_last_heartbeat_timestamp_seconds",
+                 "Unix time of the pump's last heartbeat (every ~10 s while it loops); NaN if it never ran.",
+                 _ts(beat.beat_at) if beat else None)
+    yield _gauge("msgx_pump_heartbeat_age_seconds", "Seconds since the pump's last heartbeat; NaN if it never ran.",
+                 f.age_s(beat.beat_at) if beat else None)
+    drift = f.alerts.get("projection_drift")
+    yield _gauge("msgx_projection_drift_flights",
+                 "Flights differing between Redis flightInfo and PostgreSQL at the last health-check evaluation; "
+                 "NaN when not measured.", drift.value if drift else None)
+    yield _labelled("msgx_check_failing", "1 while a health check fails (as of its last scheduled evaluation).",
+                    ["check"], [([n], 1.0 if a.failing else 0.0) for n, a in sorted(f.alerts.items())])
+    yield _labelled("msgx_check_evaluated_timestamp_seconds", "Unix time of each health check's last evaluation.",
+                    ["check"], [([n], a.evaluated_at.timestamp()) for n, a in sorted(f.alerts.items())])
+
+
+class MsgxCollector(Collector):
+    """Reads PostgreSQL once per scrape (see the module doc)."""
+
+    def __init__(self, engine: Engine, mode: str) -> None:
+        self.engine = engine
+        self.mode = mode
+
+    def collect(self) -> Iterator[Metric]:
+        started = time.monotonic()
+        info = InfoMetricFamily("msgx_mode", "The instance's mode (MSGX_MODE: production or shadow).")
+        info.add_metric([], {"mode": self.mode})
+        yield info
+        try:
+            snapshot = figures(self.engine)
+        except SQLAlchemyError as exc:
+            log.warning("metrics: state database unreadable: %s", exc.__class__.__name__)
+            snapshot = None
+        yield _gauge("msgx_database_up", "1 when the state database answered this scrape.",
+                     1.0 if snapshot is not None else 0.0)
+        if snapshot is not None:
+            yield from figure_metrics(snapshot)
+        yield _gauge("msgx_scrape_duration_seconds", "Time this scrape spent reading PostgreSQL.",
+                     time.monotonic() - started)
+
+
+def metrics_renderer(engine: Engine, mode: str):
+    """A callable returning the Prometheus text for one scrape (the HTTP route calls it per request)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MsgxCollector(engine, mode))
+
+    def render() -> bytes:
+        return generate_latest(registry)
+
+    return render
