@@ -72,7 +72,7 @@ class App:
     @property
     def mode(self) -> str:
         """``production`` or ``shadow`` (MSGX_MODE, D29): shown in /metrics and in alert texts."""
-        return str(getattr(self.settings, "mode", None) or "production")
+        return self.settings.mode
 
     def projection_drift(self) -> Drift | None:
         """Compare the Redis projection with PostgreSQL (None: no Redis configured)."""
