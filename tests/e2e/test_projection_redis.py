@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import uuid
 from dataclasses import replace
 from types import MappingProxyType
 
 import pytest
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 
 from msgx_engine.app import App
 from msgx_engine.delivery.projection import DEFAULT_KEY, Projection, connect
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
+from msgx_engine.store import locks
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.tables import backfill_todo, msg_event, proc_state
 from tests.builders import flop, gtdt
+from tests.private_servers import wait_for
 
 
 def process(app: App, *messages: str) -> None:
@@ -41,6 +44,14 @@ def shared_projection(redis_url):
     yield proj
     client.delete(proj.key, proj.version_key)
     client.close()
+
+
+def waiting_on_a_lock(app: App) -> bool:
+    """Some session of this test's database waits for a row lock (pg_locks: not granted)."""
+    with app.engine.connect() as conn:
+        return bool(conn.execute(text(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+            "WHERE NOT l.granted AND a.datname = current_database()")).scalar_one())
 
 
 def state(flid: str, version: int, **fields: str) -> FlightState:
@@ -171,3 +182,30 @@ def test_redis_error_raises_from_hook(settings, clock):
     proj = Projection(connect("redis://127.0.0.1:1/0", timeout_s=0.5))
     with pytest.raises(redis.ConnectionError):
         proj.hook(None, 1, [state("E1", 1)])  # type: ignore[arg-type]
+
+
+def test_drift_takes_the_writer_lock_only_for_flights_that_differ(app, shared_projection):
+    """Issue 14 item 4 (the drift check runs every minute): with nothing differing, drift() completes
+    while another transaction holds the writer lock (the pump is never stopped by it); a difference
+    is re-checked under the lock, so drift() waits for that transaction and counts what is true
+    after it."""
+
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states([state("L1", 1, FLNO="A"), state("L2", 1, FLNO="B")])
+    shared_projection.rebuild(app.engine)
+    with app.engine.connect() as holder, holder.begin():
+        locks.lock_writer_row(holder)            # a message's transaction 1 in progress
+        assert shared_projection.drift(app.engine).total == 0
+    shared_projection.client.hdel(shared_projection.key, "L2")
+    result: list = []
+    with app.engine.connect() as holder:
+        holder.begin()
+        locks.lock_writer_row(holder)
+        checker = threading.Thread(target=lambda: result.append(shared_projection.drift(app.engine)))
+        checker.start()
+        wait_for(lambda: waiting_on_a_lock(app), "drift() waiting for the writer lock", timeout=30)
+        assert checker.is_alive()                # the candidate L2 is re-checked under the lock
+        shared_projection.client.hset(shared_projection.key, "L2", pg_json(app)["L2"])   # repaired meanwhile
+        holder.commit()
+    checker.join(30)
+    assert result and result[0].total == 0 and result[0].pg_count == 2
