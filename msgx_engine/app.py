@@ -38,7 +38,7 @@ class App:
         settings = (settings or Settings.from_env()).resolved()
         assert settings.db_url and settings.mailbox_url
         engine = make_engine(settings.db_url)
-        mailbox = Mailbox(settings.mailbox_url)
+        mailbox = Mailbox(settings.mailbox_url, read_only=settings.shadow)   # D29: shadow never writes it
         # Redis projection between transaction 1 and 2 (INV-23); none when MSGX_REDIS_URL is unset.
         return cls(settings, engine, mailbox, clock or DatabaseClock(engine),
                    post_commit=post_commit_hooks(settings.redis_url))

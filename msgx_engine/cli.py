@@ -11,7 +11,8 @@ import sys
 from datetime import date
 from pathlib import Path
 
-from msgx_engine.config import ConfigError, Settings
+from msgx_engine.config import MODE_PRODUCTION, ConfigError, Settings
+from msgx_engine.logcontext import LOG_FORMAT, install_mode
 from msgx_engine.redact import RedactingFilter
 
 log = logging.getLogger("msgx")
@@ -22,6 +23,12 @@ def install_redaction() -> None:
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())
+
+
+def _env_mode() -> str:
+    """The mode for the log context before Settings are read (an unknown value is refused by
+    Settings; until then it shows as given)."""
+    return (os.environ.get("MSGX_MODE") or MODE_PRODUCTION).strip().lower() or MODE_PRODUCTION
 
 
 def _settings() -> Settings:
@@ -52,7 +59,8 @@ def cmd_db(args: argparse.Namespace) -> int:
 def cmd_mailbox(args: argparse.Namespace) -> int:
     from msgx_engine.mailbox.adapter import Mailbox
 
-    mailbox = Mailbox(_settings().mailbox_url or "")
+    settings = _settings()
+    mailbox = Mailbox(settings.mailbox_url or "", read_only=settings.shadow)
     if args.action == "init":
         mailbox.init()
         print("mailbox tables cminmsgs and coutmsgs ready")
@@ -316,6 +324,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
     from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover
 
+    if _settings().shadow:
+        raise ConfigError("msgx recover finds lost work by production's mailbox marks; a shadow instance "
+                          "(MSGX_MODE=shadow) reads the mailbox by id and has no marks of its own to lose")
     app = _app()
     try:
         app.check_ready()
@@ -462,9 +473,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("MSGX_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=os.environ.get("MSGX_LOG_LEVEL", "WARNING"), format=LOG_FORMAT)
     install_redaction()
+    install_mode(_env_mode())
     args = parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -29,7 +29,7 @@ from msgx_engine.http.flights import current_flights_json
 from msgx_engine.http.inbound import validate_message
 from msgx_engine.http.openapi import openapi_document
 from msgx_engine.http.schd_sync import SyncRegistrar, parse_window
-from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.mailbox.adapter import Mailbox, MailboxReadOnly
 from msgx_engine.sis.decode import MAX_BODY_BYTES
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,8 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         try:
             # Autocommit insert: when put() returns, the row is committed (US-02 AC2).
             msg_id = await run_in_threadpool(mailbox.put, text)
+        except MailboxReadOnly as exc:
+            raise ApiError("shadow_mode", str(exc)) from None
         except SQLAlchemyError as exc:
             log.warning("mailbox insert failed: %s", exc.__class__.__name__)
             raise ApiError("mailbox_unavailable",

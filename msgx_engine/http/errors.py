@@ -39,6 +39,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                    "or carries another token (GET /metrics and /openapi.json stay open)"),
     "not_found": ErrorCode(404, "no such endpoint"),
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
+    "shadow_mode": ErrorCode(409, "this instance runs in shadow mode (MSGX_MODE=shadow) and never writes the "
+                                  "mailbox; nothing was inserted"),
     "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),
     "mailbox_unavailable": ErrorCode(503, "the mailbox database did not confirm the insert; nothing is promised"),
     "db_unavailable": ErrorCode(503, "the state database could not be read or written; never answered with an "

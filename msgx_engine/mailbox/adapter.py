@@ -3,7 +3,11 @@
 Autocommit reads (intake, body prefetch, recovery lookups), inserts the way the AODB adapter
 does (``put``, and the requests msgx sends to COUTMSGS), and the one write msgx makes to a
 production mailbox: ``CMINMSGS_DATE_PROCESSED`` where it is NULL (C-15). The tables are never
-altered (C-14); ``init`` creates them only in a test or demo database."""
+altered (C-14); ``init`` creates them only in a test or demo database.
+
+A shadow instance (D29, ``MSGX_MODE=shadow``) opens the mailbox read-only: every write method
+raises ``MailboxReadOnly`` before it reaches the server, and ``fresh_ids`` reads by id alone
+(production's marks say nothing about what the shadow has processed, OPS-3 "input by watermark")."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from datetime import datetime
 
 from sqlalchemy import CursorResult, Engine, case, func, inspect, select, update
 
+from msgx_engine.config import ConfigError
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.tables import cminmsgs, coutmsgs, mailbox_metadata
 
@@ -21,6 +26,11 @@ RECEIVED_STATUS = "VALID"
 
 class MailboxError(RuntimeError):
     """The mailbox cannot be used as asked (wrong database, missing tables)."""
+
+
+class MailboxReadOnly(MailboxError, ConfigError):
+    """A write asked of a read-only (shadow) mailbox: refused before any statement runs (D29). A
+    ConfigError too: the CLI answers it like any refused configuration (exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +65,18 @@ def _now() -> datetime:
 class Mailbox:
     """One mailbox database. Reads run in autocommit so they never hold a snapshot open."""
 
-    def __init__(self, url: str, engine: Engine | None = None) -> None:
+    def __init__(self, url: str, engine: Engine | None = None, *, read_only: bool = False) -> None:
         self.url = url
         self.engine = engine or make_engine(url, autocommit=True, pool_size=2)
+        self.read_only = read_only
+
+    def _writable(self, what: str) -> None:
+        if self.read_only:
+            raise MailboxReadOnly(f"shadow mode (MSGX_MODE=shadow) never writes the mailbox: {what} refused")
 
     # --- schema (test and demo databases only) -------------------------------------------
     def init(self) -> None:
+        self._writable("creating the mailbox tables")
         existing = set(inspect(self.engine).get_table_names())
         ours = {"cminmsgs", "coutmsgs"}
         foreign = existing - ours
@@ -79,6 +95,7 @@ class Mailbox:
     # --- inbox ---------------------------------------------------------------------------
     def put(self, body: str, received_at: datetime | None = None) -> int:
         """Insert one message as the AODB adapter does (status VALID, received now)."""
+        self._writable("inserting a CMINMSGS row")
         with self.engine.connect() as conn:
             result = conn.execute(cminmsgs.insert().values(
                 CMINMSGS_CLOB_MSG=body,
@@ -89,6 +106,17 @@ class Mailbox:
 
     def put_many(self, bodies: Iterable[str]) -> list[int]:
         return [self.put(b) for b in bodies]
+
+    def fresh_ids(self, after_id: int, limit: int) -> list[int]:
+        """Rows above ``after_id`` this installation may not have seen: the unmarked ones, or in a
+        read-only (shadow) mailbox every row by id, whoever marked it (the watermark read, OPS-3)."""
+        return self.ids_above(after_id, limit) if self.read_only else self.unprocessed_ids(after_id, limit)
+
+    def ids_above(self, after_id: int, limit: int) -> list[int]:
+        q = (select(cminmsgs.c.CMINMSGS_ID).where(cminmsgs.c.CMINMSGS_ID > after_id)
+             .order_by(cminmsgs.c.CMINMSGS_ID).limit(limit))
+        with self.engine.connect() as conn:
+            return [int(r[0]) for r in conn.execute(q)]
 
     def unprocessed_ids(self, after_id: int, limit: int) -> list[int]:
         q = (select(cminmsgs.c.CMINMSGS_ID)
@@ -143,6 +171,7 @@ class Mailbox:
     def mark_where_null(self, ids: Sequence[int], when: datetime) -> Marks:
         """Write DATE_PROCESSED for ``ids`` only where it is NULL (C-15, INV-7): two statements
         for the whole batch, not one per row."""
+        self._writable("writing CMINMSGS_DATE_PROCESSED")
         mark = cminmsgs.c.CMINMSGS_DATE_PROCESSED
         with self.engine.connect() as conn:
             present = {int(r[0]): r[1] for r in conn.execute(
@@ -167,6 +196,7 @@ class Mailbox:
 
     # --- outbox to the AODB ----------------------------------------------------------------
     def send_request(self, body: str, routing_id: str) -> int:
+        self._writable("inserting a COUTMSGS row")
         with self.engine.connect() as conn:
             result = conn.execute(coutmsgs.insert().values(
                 COUTMSGS_CLOB_MSG=body, COUTMSGS_DATE_INSERTED=_now(), ROUTINGID=routing_id))

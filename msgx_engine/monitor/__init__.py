@@ -17,7 +17,7 @@ from msgx_engine.store import outbox, queue
 
 @dataclass(frozen=True)
 class Backlog:
-    unregistered: int            # mailbox rows above the largest id accounted for, unmarked
+    unregistered: int            # mailbox rows above the largest id accounted for, unmarked (shadow: any)
     open_messages: int           # registered, not terminal (PENDING/FAILED)
     backfill_pending: int        # terminal, mailbox mark not yet written
     dead: int
@@ -37,7 +37,7 @@ def backlog(engine: Engine, mailbox: Mailbox, *, probe_limit: int = 1000) -> Bac
         dead = queue.dead_count(conn)
         todo = queue.pending_todos(conn)
         unsent = outbox.unsent_count(conn)
-    new_ids = mailbox.unprocessed_ids(base, probe_limit)
+    new_ids = mailbox.fresh_ids(base, probe_limit)
     return Backlog(unregistered=len(new_ids), open_messages=open_count, backfill_pending=todo,
                    dead=dead, oldest_open_created_at=oldest,
                    top_mailbox_id=new_ids[-1] if new_ids else base, unsent_events=unsent)

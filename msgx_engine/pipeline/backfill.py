@@ -5,6 +5,8 @@ INV-8), so a MySQL outage only delays marks: processing in PostgreSQL never wait
 batch is claimed with ``FOR UPDATE SKIP LOCKED``, so the pump's inline backfill and the Dagster
 ``backfill_job`` never work on the same rows. Marking costs two mailbox statements per batch,
 not one per row. Rows that cannot be marked (gone from the mailbox) are recorded as FAILED.
+A shadow instance (D29, read-only mailbox) never marks: its todos end SHADOW, the record of the
+mark production writes, so nothing is left pending and archiving proceeds as in production.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class BackfillStats:
     already: int = 0
     missing: int = 0
     failed_attempts: int = 0
+    shadowed: int = 0          # shadow mode: settled without writing the mailbox
     pending: int = 0
 
     def add(self, other: BackfillStats) -> None:
@@ -42,7 +45,7 @@ class BackfillStats:
 
     @property
     def settled(self) -> int:
-        return self.marked + self.already + self.missing
+        return self.marked + self.already + self.missing + self.shadowed
 
 
 class Backfill:
@@ -60,6 +63,12 @@ class Backfill:
             conn.commit()
             return stats
         ids = [t.msg_id for t in todos]
+        if self.mailbox.read_only:
+            queue.settle_todos(conn, TodoStatus.SHADOW, ids, self.clock.now(),
+                               "shadow mode: the mark is production's to write, not written here")
+            conn.commit()
+            stats.shadowed = len(ids)
+            return stats
         try:
             marks = self.mailbox.mark_where_null(ids, local_wall_time(now))
         except Exception as exc:  # MySQL down or unreachable: retry later, keep processing

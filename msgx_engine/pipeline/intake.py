@@ -17,6 +17,13 @@ anyway (and, with the full scan, the recorded gaps), so it costs one bounded que
 A registered, terminal message whose row reads unmarked again (an operator reset its
 ``CMINMSGS_DATE_PROCESSED`` to NULL) is marked again: its backfill todo goes back to PENDING and
 one WARNING names it; the message stays as it ended.
+
+A shadow instance (D29; its mailbox is read-only) reads by id alone, never by the mark that
+production writes beside it: the fast path takes every row above its own high-water mark, a
+recorded gap is picked up as soon as its row exists, and the mark-based late and full scans, the
+"processed rows we never registered" refusal and the re-marking are off (production's marks are
+expected there and are none of the shadow's business). Every hole in the id sequence is recorded
+as a gap, so a row that commits late is still found through its gap.
 """
 
 from __future__ import annotations
@@ -95,12 +102,17 @@ class Intake:
             if pos.high_water is None:
                 pos = self._adopt(conn, pos)
             base = pos.accounted_for
-            fresh = self.mailbox.unprocessed_ids(base, self.batch)
+            fresh = self.mailbox.fresh_ids(base, self.batch)
             candidates = list(fresh)
-            gap_marks = self._marks(gaps_to_check)
-            self._refuse_unknown_work(base, fresh, gap_marks)
+            if self.shadow:
+                gap_marks: dict[int, datetime | None] = dict.fromkeys(self._present(gaps_to_check))
+            else:
+                gap_marks = self._marks(gaps_to_check)
+                self._refuse_unknown_work(base, fresh, gap_marks)
             candidates += [i for i, mark in gap_marks.items() if mark is None]  # picked up within its grace
-            if full:
+            if self.shadow:
+                self._last_full = now if full else self._last_full
+            elif full:
                 candidates += self._full_scan(conn)
                 self._last_full = now
                 self._last_late = now
@@ -121,9 +133,15 @@ class Intake:
             return stats
         if new_ids:
             self._register(conn, new_ids, pos.max_registered, now, stats, holes)
-        self._mark_again(conn, sorted(known), now)
+        if not self.shadow:
+            self._mark_again(conn, sorted(known), now)
         conn.commit()
         return stats
+
+    @property
+    def shadow(self) -> bool:
+        """A read-only (shadow) mailbox: read by id, ignore production's marks (module doc)."""
+        return self.mailbox.read_only
 
     def _adopt(self, conn: Connection, pos: queue.IntakePosition) -> queue.IntakePosition:
         """The first pass of a database without a high-water mark: a fresh installation takes the
@@ -143,6 +161,13 @@ class Intake:
         for i in range(0, len(ids), 1000):
             marks.update(self.mailbox.processed_at(ids[i:i + 1000]))
         return marks
+
+    def _present(self, ids: list[int]) -> set[int]:
+        """The ids among ``ids`` whose row exists (chunked like ``_marks``)."""
+        found: set[int] = set()
+        for i in range(0, len(ids), 1000):
+            found |= self.mailbox.exists(ids[i:i + 1000])
+        return found
 
     def _refuse_unknown_work(self, base: int, fresh: list[int], gap_marks: dict[int, datetime | None]) -> None:
         """Marked rows above the high-water mark (up to the last row the fast path read, when its

@@ -21,6 +21,10 @@ Why the steps are split the way they are:
 
 All time comes from the injected clock; "sent" means the COUTMSGS insert was confirmed, never
 that the AODB received it (C-24, CLM-8).
+
+Shadow mode (D29, read-only mailbox): ``send_pending`` claims and encodes each request exactly as
+production would (SEQN, body) and records it as SHADOW with the body it would have written, never
+inserting into COUTMSGS. SHADOW is final: nothing waits for an answer to a request never sent.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_S: dict[str, float] = {sis.RQFD: 60.0, sis.RQRD: 30.0}
 OPEN = ("REGISTERED", "SENT")
+SHADOW = "SHADOW"        # shadow mode: encoded and recorded, never written to COUTMSGS (D29)
 SCHEDULED_RUN_S = 55.0   # a request_tracking_job run: just under its one-minute schedule
 _c = req_track.c
 
@@ -72,15 +77,18 @@ class Registered:
 class TrackSummary:
     sent: list[int] = field(default_factory=list)        # req_ids newly inserted into COUTMSGS
     recovered: list[int] = field(default_factory=list)   # req_ids found already in COUTMSGS (no resend)
+    shadowed: list[int] = field(default_factory=list)    # shadow mode: recorded, never sent
     timed_out: list[int] = field(default_factory=list)
     busy: bool = False                                    # another sender held the lock
 
     def as_json(self) -> dict[str, object]:
-        return {"sent": self.sent, "recovered": self.recovered, "timed_out": self.timed_out, "busy": self.busy}
+        return {"sent": self.sent, "recovered": self.recovered, "shadowed": self.shadowed,
+                "timed_out": self.timed_out, "busy": self.busy}
 
     def add(self, other: TrackSummary) -> None:
         self.sent += other.sent
         self.recovered += other.recovered
+        self.shadowed += other.shadowed
         self.timed_out += other.timed_out
         self.busy = self.busy or other.busy
 
@@ -146,6 +154,10 @@ class RequestTracker:
             return summary
         try:
             while (claim := self._claim_next()) is not None:
+                if self.mailbox.read_only:
+                    self._record_shadow(claim)
+                    summary.shadowed.append(claim.req_id)
+                    continue
                 coutmsgs_id = self.find_sent(claim.rtype, claim.styp, claim.seqn) if claim.resumed else None
                 if coutmsgs_id is not None:
                     log.warning("request %s (SEQN %06d) was already in COUTMSGS as %s: marking SENT, not resending",
@@ -176,6 +188,19 @@ class RequestTracker:
             seqn = int(conn.execute(text("SELECT nextval('req_seqn')")).scalar_one())
             conn.execute(update(req_track).where(_c.req_id == row.req_id).values(seqn=sis.seqn_text(seqn)))
         return _Claim(row.req_id, row.rtype, row.styp, row.start_text, row.end_text, seqn, False)
+
+    def _record_shadow(self, claim: _Claim) -> None:
+        """What production would have written to COUTMSGS, kept on the request row (D29)."""
+        body = sis.encode(claim.rtype, claim.styp, claim.seqn, self.clock.now(),
+                          start_text=claim.start_text, end_text=claim.end_text)
+        now = self.clock.now()
+        with self.engine.begin() as conn:
+            conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
+                         .values(status=SHADOW, done_at=now, detail=(
+                             f"shadow mode: not written to COUTMSGS (ROUTINGID {sis.ROUTING[claim.rtype]}); "
+                             f"would have sent: {body}")))
+        log.info("shadow mode: request %s %s/%s (SEQN %06d) recorded, not sent", claim.req_id, claim.rtype,
+                 claim.styp, claim.seqn)
 
     def find_sent(self, rtype: str, styp: str, seqn: int) -> int | None:
         """The newest COUTMSGS row carrying this request's SEQN and subtype (recovery lookup)."""

@@ -31,6 +31,7 @@ class TodoStatus(StrEnum):
     DONE = "DONE"            # marked by us
     ALREADY = "ALREADY"      # someone else had marked it (C-15: never overwritten)
     FAILED = "FAILED"        # the mailbox row is gone
+    SHADOW = "SHADOW"        # shadow mode (D29): the mark production writes; this instance never does
 
 
 def sql_in(values: Iterable[StrEnum]) -> str:

@@ -182,3 +182,18 @@ def test_unknown_paths_and_methods_answer_the_error_json(app):
     assert_refused(resp, 405, "method_not_allowed")
     assert "POST" in resp.headers["allow"]
     assert_refused(client.post("/all/flights"), 405, "method_not_allowed")
+
+
+def test_ops3_shadow_instance_refuses_to_insert_into_the_mailbox(app, settings):
+    """OPS-3, D29: POST /cminmsgs/send on a shadow instance (read-only mailbox) answers 409
+    shadow_mode after the usual checks and inserts nothing."""
+    shadow = Mailbox(settings.mailbox_url, read_only=True)
+    try:
+        client = TestClient(create_app(mailbox=shadow, engine=app.engine))
+        resp = client.post("/cminmsgs/send", content=gtdt("HS1", (1, "A1")).encode(),
+                           headers={"Content-Type": "text/xml"})
+        assert_refused(resp, 409, "shadow_mode")
+        assert "never writes the mailbox" in resp.json()["err_msg"]
+        assert inbox_count(app) == 0
+    finally:
+        shadow.dispose()
