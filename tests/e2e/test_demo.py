@@ -115,11 +115,17 @@ def test_the_run_is_in_the_postgres_run_storage(headless):
 
 def test_msgx_flights_lists_the_day(headless):
     """US-12: `msgx flights` lists the demo day: the snapshot's flights minus the FDEL'd one and the
-    code-share child (D11), each owned by the day (FDAY, D3/D4)."""
+    code-share child (D11), each owned by the day (FDAY, D3/D4). Issue 14 item 6: the demo itself
+    needs no MSGX_EMBEDDED (its Dagster processes are started with it), a later command on the
+    embedded server must ask for it as the demo's summary says, and is refused (exit 2) without."""
     import json
 
-    proc = subprocess.run([str(BIN / "msgx"), "flights"], env=headless.env, capture_output=True, text=True,
-                          timeout=120)
+    assert f"MSGX_HOME={headless.home} MSGX_EMBEDDED=1 " in headless.proc.stdout
+    refused = subprocess.run([str(BIN / "msgx"), "flights"], env=headless.env, capture_output=True, text=True,
+                             timeout=120)
+    assert refused.returncode == 2 and "MSGX_EMBEDDED=1" in refused.stderr
+    proc = subprocess.run([str(BIN / "msgx"), "flights"], env={**headless.env, "MSGX_EMBEDDED": "1"},
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     flights = json.loads(proc.stdout)
     assert sorted(f["FLID"] for f in flights) == list(headless.day.flights)

@@ -102,3 +102,39 @@ def test_ops3_shadow_refuses_the_production_topic_names_when_kafka_is_set(monkey
     assert (settings.topic_msg, settings.topic_schd) == ("shadow.msg", "shadow.schd")
     with pytest.raises(ConfigError, match="MSGX_TOPIC_MSG"):     # direct construction is held to it too
         Settings(db_url="x", mailbox_url="y", kafka_bootstrap="k:1", redis_url=None, mode="shadow")
+
+
+def test_item6_no_silent_embedded_fallback_cli_refuses_without_urls(tmp_path):
+    """Issue 14 item 6: `msgx pump`, `msgx serve` and the other commands with neither MSGX_DB_URL nor
+    MSGX_EMBEDDED refuse to start (exit 2) with a message naming both ways out, and never start
+    the embedded PostgreSQL (no data directory appears under MSGX_HOME)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
+    env["MSGX_HOME"] = str(tmp_path)
+    for argv in (["pump", "--drain"], ["serve", "--port", "1"], ["flights"], ["db", "upgrade"]):
+        proc = subprocess.run([MSGX_BIN, *argv], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert "MSGX_DB_URL and MSGX_MAILBOX_URL are not set" in proc.stderr and "MSGX_EMBEDDED=1" in proc.stderr
+    assert not (tmp_path / "pgdata").exists(), "the embedded server was started"
+
+
+def test_item6_embedded_only_when_asked_for(monkeypatch, tmp_path):
+    """Issue 14 item 6: Settings without URLs resolve to the embedded server only with MSGX_EMBEDDED=1
+    (what `msgx demo` sets for the processes it starts); the refusal comes before any server starts."""
+    import pytest
+
+    from msgx_engine.config import ConfigError
+
+    for key in [k for k in os.environ if k.startswith("MSGX_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("MSGX_HOME", str(tmp_path))
+    settings = Settings.from_env()
+    assert settings.embedded and not settings.embedded_allowed
+    with pytest.raises(ConfigError, match="MSGX_EMBEDDED=1"):
+        settings.resolved()
+    monkeypatch.setenv("MSGX_EMBEDDED", "1")
+    assert Settings.from_env().embedded_allowed
+    monkeypatch.setenv("MSGX_DB_URL", "postgresql+psycopg://x@127.0.0.1:1/y")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql+pymysql://x@127.0.0.1:1/y")
+    monkeypatch.delenv("MSGX_EMBEDDED")
+    assert Settings.from_env().resolved().db_url == "postgresql+psycopg://x@127.0.0.1:1/y"
+    assert not (tmp_path / "pgdata").exists()
