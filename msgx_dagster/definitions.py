@@ -1,4 +1,8 @@
-"""The Dagster code location: assembles asset specs, checks, jobs, schedules, sensors and resources only."""
+"""The Dagster code location: assembles asset specs, checks, jobs, schedules, sensors and resources only.
+
+Loading refuses a configuration msgx would refuse (``code_location_settings``): no URLs without
+MSGX_EMBEDDED, an unknown MSGX_MODE, a shadow instance on the production topic names. The mode
+picks the schedules (shadow: the request schedules are off, D29)."""
 
 from __future__ import annotations
 
@@ -14,16 +18,21 @@ from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.jobs.pump import pump_job
 from msgx_dagster.jobs.replay import replay_job
 from msgx_dagster.jobs.requests import JOBS as REQUEST_JOBS
-from msgx_dagster.resources import resources_for_env
-from msgx_dagster.schedules import SCHEDULES
+from msgx_dagster.resources import code_location_settings, resources_for_env
+from msgx_dagster.schedules import schedules_for
 from msgx_dagster.sensors import SENSORS
 
-defs = dg.Definitions(
-    assets=ASSET_SPECS,
-    asset_checks=CHECKS,
-    jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
-          archive_job, monitor_job],
-    sensors=SENSORS,
-    schedules=SCHEDULES,
-    resources=resources_for_env(),
-)
+
+def build_defs(*, shadow: bool) -> dg.Definitions:
+    return dg.Definitions(
+        assets=ASSET_SPECS,
+        asset_checks=CHECKS,
+        jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
+              archive_job, monitor_job],
+        sensors=SENSORS,
+        schedules=schedules_for(shadow=shadow),
+        resources=resources_for_env(),
+    )
+
+
+defs = build_defs(shadow=code_location_settings().shadow)

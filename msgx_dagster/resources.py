@@ -1,7 +1,14 @@
 """Resources: the engine's App, chosen from the environment in this one place (DESIGN §4).
 
-Production sets MSGX_DB_URL/MSGX_MAILBOX_URL (and Kafka/Redis); without them the embedded
-default is used. Nothing else in msgx_dagster decides which servers to talk to.
+Production sets MSGX_DB_URL/MSGX_MAILBOX_URL (and Kafka/Redis). Without them the code location
+refuses to load unless the embedded default was asked for (``msgx demo`` sets MSGX_EMBEDDED=1
+for the Dagster processes it starts): a deployment that lost its environment must fail loudly,
+not process into a private server (issue 14 item 6). Nothing else in msgx_dagster decides which
+servers to talk to.
+
+Every run carries the tag ``msgx/mode`` (production or shadow, D29), written when the run
+starts using the resource, so it is there however the run was launched (schedule, sensor,
+Launchpad, ``dagster job execute``); the engine's log lines carry ``mode=`` too.
 """
 
 from __future__ import annotations
@@ -13,6 +20,18 @@ import dagster as dg
 
 from msgx_engine.app import App
 from msgx_engine.config import Settings
+from msgx_engine.logcontext import ensure_handler, install_mode
+
+MODE_TAG = "msgx/mode"
+
+
+def code_location_settings() -> Settings:
+    """The settings the code location loads with: a refused configuration (unknown MSGX_MODE, a
+    shadow on production topics, no URLs without MSGX_EMBEDDED) stops the load with its message."""
+    settings = Settings.from_env()
+    settings.require_urls()
+    install_mode(settings.mode)
+    return settings
 
 
 class MsgxResource(dg.ConfigurableResource):
@@ -21,6 +40,15 @@ class MsgxResource(dg.ConfigurableResource):
 
     def settings(self) -> Settings:
         return Settings.from_env()
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """At the start of every run (and sensor tick) using the resource: the mode goes into the
+        log context and onto the run's tags."""
+        settings = self.settings()
+        install_mode(settings.mode)
+        ensure_handler()
+        if context.instance is not None and context.run_id:
+            context.instance.add_run_tags(context.run_id, {MODE_TAG: settings.mode})
 
     @contextmanager
     def open_app(self) -> Iterator[App]:

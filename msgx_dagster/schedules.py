@@ -1,6 +1,12 @@
 """Every schedule. Cron is minute-granular: the jobs that must act every few seconds loop inside
 one run for just under a minute (their run config) and are started every minute (DESIGN §5);
-the daily request jobs run on airport local time."""
+the daily request jobs run on airport local time.
+
+Shadow mode (D29, OPS-3): the three schedules that register or send requests to the AODB are
+STOPPED by default, and if an operator turns one on anyway each tick is skipped with the reason.
+(The request tracker of a shadow instance records requests and never writes COUTMSGS; keeping
+the schedules off means it does not even pretend to ask the AODB every night.)
+"""
 
 import dagster as dg
 
@@ -11,31 +17,43 @@ from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 
 AIRPORT_TZ = "Asia/Shanghai"
+EVERY_MINUTE = "* * * * *"
+SHADOW_SKIP = ("shadow mode (MSGX_MODE=shadow): this instance never sends requests to the AODB, "
+               "so its request schedules stay off")
 
 
 def every_minute(job: dg.JobDefinition) -> dg.ScheduleDefinition:
     """A looping job started every minute; on by default."""
-    return dg.ScheduleDefinition(job=job, cron_schedule="* * * * *",
-                                 default_status=dg.DefaultScheduleStatus.RUNNING)
+    return dg.ScheduleDefinition(job=job, cron_schedule=EVERY_MINUTE, default_status=dg.DefaultScheduleStatus.RUNNING)
 
 
-backfill_schedule = every_minute(backfill_job)
-dispatch_schedule = every_minute(dispatch_job)
-request_tracking_schedule = every_minute(request_tracking_job)
-# The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
-monitor_schedule = every_minute(monitor_job)
-# Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
-snapshot_request_schedule = dg.ScheduleDefinition(job=snapshot_request_job, cron_schedule="0 22 * * *",
-                                                  execution_timezone=AIRPORT_TZ,
-                                                  default_status=dg.DefaultScheduleStatus.RUNNING)
-# An RQRD per reference type daily; STOPPED until the reference line is in production (turn it on in the UI).
-reference_refresh_schedule = dg.ScheduleDefinition(job=reference_refresh_job, cron_schedule="30 3 * * *",
-                                                   execution_timezone=AIRPORT_TZ,
-                                                   default_status=dg.DefaultScheduleStatus.STOPPED)
+def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool,
+                     timezone: str | None = None) -> dg.ScheduleDefinition:
+    """A schedule that makes msgx talk to the AODB: off in shadow mode, and skipped with the reason
+    should someone turn it on there."""
+    status = dg.DefaultScheduleStatus.RUNNING if on and not shadow else dg.DefaultScheduleStatus.STOPPED
 
-# Archiving once a day in the quiet hours (US-11); the retention comes from MSGX_ARCHIVE_AFTER.
-archive_schedule = dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
-                                         default_status=dg.DefaultScheduleStatus.RUNNING)
+    @dg.schedule(name=f"{job.name}_schedule", job=job, cron_schedule=cron, execution_timezone=timezone,
+                 default_status=status)
+    def requests_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+        return dg.SkipReason(SHADOW_SKIP) if shadow else dg.RunRequest()
 
-SCHEDULES = [archive_schedule, backfill_schedule, dispatch_schedule, monitor_schedule, request_tracking_schedule,
-             snapshot_request_schedule, reference_refresh_schedule]
+    return requests_schedule
+
+
+def schedules_for(*, shadow: bool) -> list[dg.ScheduleDefinition]:
+    """The code location's schedules for its mode (production or shadow)."""
+    return [
+        # Archiving once a day in the quiet hours (US-11); the retention comes from MSGX_ARCHIVE_AFTER.
+        dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
+                              default_status=dg.DefaultScheduleStatus.RUNNING),
+        every_minute(backfill_job),
+        every_minute(dispatch_job),
+        # The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
+        every_minute(monitor_job),
+        request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow),
+        # Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
+        request_schedule(snapshot_request_job, "0 22 * * *", on=True, shadow=shadow, timezone=AIRPORT_TZ),
+        # An RQRD per reference type daily; STOPPED until the reference line is in production (turn it on in the UI).
+        request_schedule(reference_refresh_job, "30 3 * * *", on=False, shadow=shadow, timezone=AIRPORT_TZ),
+    ]
