@@ -8,6 +8,7 @@ exact times (flight purges, ledgers) it drives ``Archiver`` with the ManualClock
 
 from __future__ import annotations
 
+import re
 import subprocess
 from datetime import UTC, datetime, timedelta
 
@@ -130,7 +131,9 @@ def test_crash_between_or_inside_batches_then_rerun_converges(app, env_for):
 def test_dedupe_after_archiving(app, clock, env_for):
     """US-11 AC3, INV-2b, D26: an archived mailbox id is never registered again (a row unmarked by
     someone, a full scan); a message inside the identity window is not archived, so its
-    duplicate is still SKIPPED(duplicate); past the window the same identity is a new message."""
+    duplicate is still SKIPPED(duplicate) and the same identity with another payload still
+    SKIPPED(identity_conflict), with no business effect; past the window the same identity is a
+    new message."""
     old_body = gtdt("DD1", (1, "A1"))
     old = app.mailbox.put(old_body)
     drain_now(app)
@@ -147,6 +150,8 @@ def test_dedupe_after_archiving(app, clock, env_for):
     with app.mailbox.engine.begin() as conn:
         conn.execute(text("UPDATE cminmsgs SET CMINMSGS_DATE_PROCESSED = NULL WHERE CMINMSGS_ID = :m"), {"m": old})
     dup_recent = app.mailbox.put(recent_body)
+    seqn = int(re.search(r"<SEQN>(\d+)</SEQN>", recent_body).group(1))
+    conflict = app.mailbox.put(gtdt("DD2", (1, "B9"), seqn=seqn))
     again_old = app.mailbox.put(old_body)
     with app.engine.connect() as conn:
         Intake(app.mailbox, app.clock).scan(conn, force_full=True)
@@ -155,6 +160,8 @@ def test_dedupe_after_archiving(app, clock, env_for):
     assert old not in ids_in(app, "proc_state") and count(app, "intake_gap") == 0
     row = proc(app, dup_recent)
     assert (row.status, row.reason, row.dup_of) == ("SKIPPED", "duplicate", recent)
+    assert (proc(app, conflict).status, proc(app, conflict).reason) == ("SKIPPED", "identity_conflict")
+    assert sql(app, "SELECT gate FROM flight_gate WHERE flid = 'DD2'") == [("B1",)]
     assert proc(app, again_old).status == "SUCCEEDED"
 
 
