@@ -333,7 +333,9 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     # D30: a deleted master takes its live children with it, unless the package lists them
     deleted = diff + sorted(set(codeshare.cascade(diff, inp.children)) - members - set(diff))
     after = _after(written, deleted)
-    written = [replace(s, fields=_with(s.fields, codeshare.MAFL, codeshare.derived_mafl(s.flid, inp.children, after)))
+    after_children = codeshare.children_after(after)
+    written = [replace(s, fields=_with(s.fields, codeshare.MAFL,
+                                       codeshare.derived_mafl(s.flid, inp.children, after, after_children)))
                if s.flid in inp.children else s for s in written]
     return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
                         len(inp.flights), inp.request.req_id if inp.request else None)
@@ -352,7 +354,9 @@ def outside_masters(inp: SnapshotInput, plan: SnapshotPlan) -> list[FlightChange
     for flid, state in after.items():
         head = inp.heads.get(flid)
         touched |= codeshare.touched_masters(head.codeshare_state() if head else None, state)
-    return [FlightChange(flid=m, commands=(Replace(codeshare.MAFL, codeshare.derived_mafl(m, inp.children, after)),),
+    after_children = codeshare.children_after(after)
+    return [FlightChange(flid=m, commands=(Replace(codeshare.MAFL,
+                                                   codeshare.derived_mafl(m, inp.children, after, after_children)),),
                          create=False)
             for m in sorted(touched - set(after), key=codeshare.flid_order) if m in inp.children]
 

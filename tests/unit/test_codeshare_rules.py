@@ -11,6 +11,7 @@ from msgx_engine.handlers.changes import merge_changes, transitions
 from msgx_engine.handlers.codeshare import (
     ChildRef,
     cascade,
+    children_after,
     derived_mafl,
     mafl,
     masters_to_derive,
@@ -58,7 +59,7 @@ def test_d30_derived_mafl_uses_the_messages_view_of_its_flights():
     stored = {"M": (ChildRef("1", "MU", "MU1"), ChildRef("2", "FM", "FM2"))}
     after = {"2": state("2", deleted=True, MAID="M"), "3": state("3", MAID="M", ALCD="HU", FLNO="HU3"),
              "4": state("4", MAID="N")}
-    assert derived_mafl("M", stored, after) == (entry("1", "MU", "MU1"), entry("3", "HU", "HU3"))
+    assert derived_mafl("M", stored, after, children_after(after)) == (entry("1", "MU", "MU1"), entry("3", "HU", "HU3"))
 
 
 def test_d30_refresh_masters():
