@@ -22,6 +22,7 @@ from msgx_engine.handlers.codeshare import ChildRef
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
 from msgx_engine.state.bridges import from_column, to_column
 from msgx_engine.state.model import FlightState, Value, freeze_entry
+from msgx_engine.store import bulk
 from msgx_engine.store.tables import detail_tables, flight_schd
 
 _BOOK_COLUMNS = ("flid", "fday", "state_version", "last_message_id", "deleted", "deleted_at")
@@ -91,16 +92,13 @@ def _tables_holding(states: Iterable[FlightState]) -> set[str]:
     return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
 
-def _insert_sql(table: str, columns: Sequence[str]) -> str:
-    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(f'%({c})s' for c in columns)})"
-
-
 # The hot statements as plain SQL, built once from the table metadata and sent with
 # ``exec_driver_sql``: no per-call statement construction or compilation (DESIGN §6 budgets).
 _MAIN_COLUMNS = tuple(c.name for c in flight_schd.c if c.name != "created_at")
-_UPSERT_SQL = (_insert_sql("flight_schd", _MAIN_COLUMNS) + " ON CONFLICT (flid) DO UPDATE SET "
-               + ", ".join(f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid"))
-_DETAIL_INSERT_SQL = {name: _insert_sql(name, tuple(c.name for c in t.c if c.name != "created_at"))
+# Rows travel as one JSON array each (store/bulk.py): one statement per table, whatever the count.
+_UPSERT_SQL = bulk.insert_sql("flight_schd", _MAIN_COLUMNS, "ON CONFLICT (flid) DO UPDATE SET " + ", ".join(
+    f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid"))
+_DETAIL_INSERT_SQL = {name: bulk.insert_sql(name, tuple(c.name for c in t.c if c.name != "created_at"))
                       for name, t in detail_tables.items()}
 
 
@@ -222,12 +220,14 @@ class FlightRepository:
         """
         if not states:
             return
+        if len({st.flid for st in states}) < len(states):     # one row per flight: its last state
+            states = list({st.flid: st for st in states}.values())
         if now is None:
             now = self.conn.execute(select(func.now())).scalar_one()
         rows = [state_to_row(s, now) for s in states]
         for r in rows:
             r["updated_at"] = now
-        self.conn.exec_driver_sql(_UPSERT_SQL, rows)
+        self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param(rows))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
             states = [st for st in states if _collections(st) != _collections(previous.get(st.flid))]
             if not states:
@@ -246,7 +246,7 @@ class FlightRepository:
                 for ordinal, entry in enumerate(entries, start=1):
                     inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, state.state_version))
         for table_name, table_rows in inserts.items():
-            self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], table_rows)
+            self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], bulk.rows_param(table_rows))
 
     def codeshare_children(self, masters: Iterable[str]) -> dict[str, tuple[ChildRef, ...]]:
         """The live code-share children (``MAID`` = master FLID, the authoritative link, INV-21)

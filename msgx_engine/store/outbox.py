@@ -26,6 +26,7 @@ from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, 
 from msgx_engine.sis.decode import Meta
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import dumps, state_document, state_json, tombstone_json
+from msgx_engine.store import bulk
 from msgx_engine.store.tables import msg_event, msg_event_archive
 
 log = logging.getLogger(__name__)
@@ -49,14 +50,14 @@ class OutboxRow:
 
 _ROW_COLUMNS = tuple(f.name for f in fields(OutboxRow))
 # Plain SQL built once, sent with ``exec_driver_sql`` (no statement construction per message).
-_INSERT_SQL = (f"INSERT INTO msg_event ({', '.join(_ROW_COLUMNS)}) "
-               f"VALUES ({', '.join(f'%({c})s' for c in _ROW_COLUMNS)})")
+_INSERT_SQL = bulk.insert_sql("msg_event", _ROW_COLUMNS)
 
 
 def insert(conn: Connection, rows: Sequence[OutboxRow]) -> None:
-    """Write ``rows`` unreleased, in one executemany (pipelined when the caller pipelines)."""
+    """Write ``rows`` unreleased, in one statement (store/bulk.py), event ids in row order."""
     if rows:
-        conn.exec_driver_sql(_INSERT_SQL, [dict(zip(_ROW_COLUMNS, astuple(r), strict=True)) for r in rows])
+        conn.exec_driver_sql(_INSERT_SQL, bulk.rows_param([dict(zip(_ROW_COLUMNS, astuple(r), strict=True))
+                                                          for r in rows]))
 
 
 def state_event(msg_id: int, state: FlightState) -> OutboxRow:
