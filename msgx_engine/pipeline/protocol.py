@@ -43,6 +43,7 @@ from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.group import GroupAborted, GroupCommit
 from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
@@ -76,6 +77,7 @@ class StepKind(StrEnum):
     WAIT_GAP = "wait_gap"            # a smaller id is missing and its grace has not expired
     WAIT_SOURCE = "wait_source"      # the mailbox is unreachable and the head's body not cached
     WAIT_OPERATOR = "wait_operator"  # the head's mailbox row vanished: an operator resolves it (D24)
+    REGROUP = "regroup"              # an open group was rolled back: its messages are redone alone (P10)
 
     @property
     def waiting(self) -> bool:
@@ -89,6 +91,7 @@ class StepResult:
     status: Status | None = None
     reason: str | None = None
     wait_until: datetime | None = None
+    deferred: bool = False           # terminal, but its commit is the group's (P10): counted once committed
 
 
 class ErrorClass(StrEnum):
@@ -178,6 +181,7 @@ class Processor:
     identity_window: timedelta = identity.DEFAULT_WINDOW      # D26: how long an identity binds
     source: BodySource = field(init=False)
     split_transactions: bool = False
+    group: GroupCommit[StepResult] | None = None     # group commit (P10): only the pump sets it
 
     def __post_init__(self) -> None:
         self.source = BodySource(self.mailbox)
@@ -197,20 +201,27 @@ class Processor:
 
     def step(self, conn: Connection) -> StepResult:
         """Process the queue head once if it is due. Never lets a larger id overtake it (INV-3)."""
+        try:
+            return self._step(conn)
+        except GroupAborted as exc:
+            log.info("%s", exc)
+            return StepResult(StepKind.REGROUP, exc.msg_id)
+
+    def _step(self, conn: Connection) -> StepResult:
         head = self.head(conn)
         if head is None:
-            conn.commit()
+            self._commit(conn)
             return StepResult(StepKind.IDLE)
         now = self.clock.now()
         if head.gap_seen is not None:
             until = head.gap_seen + timedelta(seconds=self.gap_grace_s)
             if until > now:
-                conn.commit()
+                self._commit(conn)
                 return StepResult(StepKind.WAIT_GAP, head.msg_id, wait_until=until)
             passed = queue.pass_gaps(conn, head.msg_id, now)
             log.warning("passed %s expired gap(s) below mailbox id %s", passed, head.msg_id)
         if head.next_attempt_at is not None and head.next_attempt_at > now:
-            conn.commit()
+            self._commit(conn)
             kind = StepKind.WAIT_OPERATOR if head.error_class == ErrorClass.SOURCE_MISSING else StepKind.WAIT_BACKOFF
             return StepResult(kind, head.msg_id, wait_until=head.next_attempt_at)
         return self.process(conn, head)
@@ -249,7 +260,7 @@ class Processor:
                 step = Step.POST_COMMIT
                 self.post_commit_steps(conn, head.msg_id, states)
                 return Terminal(Status.SUCCEEDED)
-            conn.rollback()          # nothing to write: transaction 1 ends here
+            self._rollback(conn, head)          # nothing to write: transaction 1 ends here
         except Exception as exc:
             return self._classify(conn, head, step, msg, exc)
         return self._verdict(conn, head, decoded, routed.decision)
@@ -279,7 +290,7 @@ class Processor:
     def decide(self, conn: Connection, head: QueueHead, msg: SisMessage) -> routing.Routed:
         """Route and decide under the writer row lock the head query took (transaction 1)."""
         if not head.writer_held:
-            conn.rollback()
+            self._rollback(conn, head)
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
         routed = routing.decide(conn, msg, head.msg_id)
         if routed.decision.alert:
@@ -362,9 +373,11 @@ class Processor:
         if isinstance(exc, DecoderCrash):           # a decoder defect, not a verdict on the message: retried
             log.exception("decoder error on mailbox id %s", head.msg_id, exc_info=exc.error)
             return Failed(ErrorClass.CODEC_ERROR, exc.error)
+        if isinstance(exc, GroupAborted):
+            raise exc
         if step == Step.READ_AND_DECODE:            # reading the queue failed: the pump decides
             raise exc
-        _rollback(conn)
+        self._rollback(conn, head, quiet=True)
         if isinstance(exc, LockLost) or (isinstance(exc, SQLAlchemyError) and is_disconnect(exc)):
             raise exc
         if step == Step.POST_COMMIT:
@@ -414,13 +427,20 @@ class Processor:
             if t.bind:
                 values["identity_key"] = t.msg.meta.identity
                 bind = self._bind(t.msg)
-        self._status_write(conn, head.msg_id, values, terminal=True, now=now, history=HistoryRow(
-            t.status, t.reason, t.error_class, t.detail, attempts), bind=bind)
-        self.source.forget(head.msg_id)
-        faults.reach("after_tx2")
+        group = self.group if self.folds_transactions else None
+        deferred = group is not None and group.joins(head.msg_id)
+        self._status_write(conn, head, values, terminal=True, now=now, history=HistoryRow(
+            t.status, t.reason, t.error_class, t.detail, attempts), bind=bind, commit=not deferred)
         if t.status == Status.DEAD:
             log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, safe_text(t.detail or ""))
-        return StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason)
+        result = StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason, deferred=deferred)
+        if group is not None and deferred:
+            if group.add(head.msg_id, result):
+                self._commit(conn)
+            return result
+        self.source.forget(head.msg_id)
+        faults.reach("after_tx2")
+        return result
 
     def _failure(self, conn: Connection, head: QueueHead, failed: Failed) -> StepResult:
         """A failed attempt: backoff 1, 2, 4, 8, 16 s, or DEAD(exhausted) (US-03 AC4/AC5)."""
@@ -431,7 +451,7 @@ class Processor:
             return self.commit_terminal(conn, head, Terminal(Status.DEAD, "exhausted", detail, failed.error_class),
                                         attempts=attempts)
         next_at = self.policy.next_attempt_at(attempts, now)
-        self._status_write(conn, head.msg_id, {
+        self._status_write(conn, head, {
             "status": Status.FAILED, "attempts": attempts, "next_attempt_at": next_at,
             "error_class": failed.error_class, "error_detail": detail, "updated_at": now}, terminal=False,
             now=now, history=HistoryRow(Status.FAILED, None, failed.error_class, detail, attempts))
@@ -469,7 +489,7 @@ class Processor:
         """Record a wait: FAILED (open) with its class, the same attempts, the next look due."""
         now = self.clock.now()
         next_at = now + timedelta(seconds=wait.delay_s)
-        self._status_write(conn, head.msg_id, {
+        self._status_write(conn, head, {
             "status": Status.FAILED, "next_attempt_at": next_at, "error_class": wait.error_class,
             "error_detail": wait.detail, "updated_at": now}, terminal=False, now=now,
             history=HistoryRow(Status.FAILED, None, wait.error_class, wait.detail, head.attempts))
@@ -483,25 +503,65 @@ class Processor:
         now = self.clock.now()
         log.warning("mailbox id %s waits for the mailbox: %s", head.msg_id, safe_text(exc))
         queue.note_error(conn, head.msg_id, ErrorClass.SOURCE_UNAVAILABLE, str(exc), now)
-        conn.commit()
+        self._commit(conn)
         return StepResult(StepKind.WAIT_SOURCE, head.msg_id, wait_until=now + timedelta(seconds=SOURCE_RETRY_S))
 
-    @staticmethod
-    def _status_write(conn: Connection, msg_id: int, values: dict[str, object], *, terminal: bool,
-                      now: datetime, history: HistoryRow, bind: queue.Bind | None = None) -> None:
-        """One guarded statement, then commit: the row must still be open and this session must
-        hold the writer lock (OPS-1), else ``LockLost``; an identity bound elsewhere inside the window
-        raises ``IdentityTaken`` (rolled back, classified by the caller)."""
+    def _status_write(self, conn: Connection, head: QueueHead, values: dict[str, object], *, terminal: bool,
+                      now: datetime, history: HistoryRow, bind: queue.Bind | None = None, commit: bool = True) -> None:
+        """One guarded statement, then commit (unless the group commits it, P10): the row must
+        still be open and this session must hold the writer lock (OPS-1), else ``LockLost``; an
+        identity bound elsewhere inside the window raises ``IdentityTaken`` (rolled back,
+        classified by the caller)."""
+        msg_id = head.msg_id
         try:
             if not queue.write_status(conn, msg_id, values, terminal=terminal, history=history, now=now,
                                       pid=_pid(conn), bind=bind):
-                conn.rollback()
+                self._rollback(conn, head)
                 raise LockLost(f"status write for mailbox id {msg_id} refused: the row is not open or "
                                "this session lost the writer lock")
-            conn.commit()
+            if commit:
+                self._commit(conn)
         except (SQLAlchemyError, identity.IdentityTaken):
-            _rollback(conn)
+            self._rollback(conn, head, quiet=True)
             raise
+
+    # --- transactions and the group commit (P10) -----------------------------------------------
+    def _commit(self, conn: Connection) -> None:
+        """Commit, and with it the open group: its messages are now terminal for good (their
+        bodies are dropped, the ``after_tx2`` fault step is reached once per message)."""
+        conn.commit()
+        group = self.group
+        if group is not None and group.pending:
+            for msg_id, result in group.pending:
+                self.source.forget(msg_id)
+                group.committed.append(result)
+                faults.reach("after_tx2")
+            group.pending.clear()
+
+    def _rollback(self, conn: Connection, head: QueueHead, *, quiet: bool = False) -> None:
+        """Roll the transaction back (``quiet``: a broken session's rollback error is ignored).
+        With an open group that would undo finished messages before the head too, so the group is
+        abandoned (``GroupAborted``) and redone one commit at a time (P10)."""
+        if quiet:
+            _rollback(conn)
+        else:
+            conn.rollback()
+        if self.group is not None and self.group.pending:
+            raise self.group.abort(head.msg_id)
+
+    def flush(self, conn: Connection) -> None:
+        """Commit the open group, if any (the pump calls it before marking the mailbox)."""
+        if self.group is not None and self.group.pending:
+            self._commit(conn)
+
+    def committed(self) -> list[StepResult]:
+        """The grouped results committed since the last call (the pump counts them)."""
+        return self.group.take() if self.group is not None else []
+
+    def discard_group(self) -> None:
+        """The session was lost: an open group died with it, uncommitted (it is processed again)."""
+        if self.group is not None:
+            self.group.discard()
 
     # --- identity (INV-9, D26) ------------------------------------------------------------------
     def _bind(self, msg: SisMessage) -> queue.Bind:
