@@ -59,21 +59,18 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
 
 
 @cache
-def _details_sql(prefix: str = "") -> str:
-    """Every detail row of ``flids`` from all 9 tables in one statement (one round trip): each row
-    as JSON, tagged with its table, in (table, flid, ordinal) order. ``prefix`` reads copies of
-    the tables (``<prefix><table>``) instead."""
-    parts = [f"SELECT '{name}' AS tbl, t.flid, t.ordinal, to_json(t.*) AS row FROM {prefix}{name} t "
-             "WHERE t.flid = ANY(%(flids)s)" for name in detail_tables]
-    return " UNION ALL ".join(parts) + " ORDER BY tbl, flid, ordinal"
-
-
-@cache
-def _main_sql(prefix: str = "", for_update: bool = False) -> str:
-    """Main rows as one JSON value each, NULL columns stripped: a ~75-column row costs the driver
-    and SQLAlchemy far less as one column than as 75."""
-    sql = f"SELECT json_strip_nulls(to_json(f.*)) FROM {prefix}flight_schd f WHERE f.flid = ANY(%(flids)s)"
-    return sql + " FOR UPDATE" if for_update else sql
+def _load_sql(prefix: str = "", for_update: bool = False) -> str:
+    """The main rows of ``flids`` and every detail row of theirs from all 9 tables, in one
+    statement (one round trip, issue 16): each row as one JSON value tagged with its table (``''``
+    for the main row, NULL columns stripped: a ~75-column row costs the driver far less as one
+    column than as 75), main rows first, then in (table, flid, ordinal) order. ``for_update``
+    locks the main rows. ``prefix`` reads copies of the tables (``<prefix><table>``) instead."""
+    lock = " FOR UPDATE" if for_update else ""
+    main = (f"WITH m AS (SELECT f.flid, json_strip_nulls(to_json(f.*)) AS row FROM {prefix}flight_schd f "
+            f"WHERE f.flid = ANY(%(flids)s){lock}) SELECT '' AS tbl, m.flid, 0 AS ordinal, m.row FROM m")
+    parts = [f"SELECT '{name}', t.flid, t.ordinal, to_json(t.*) FROM {prefix}{name} t "
+             "WHERE t.flid IN (SELECT flid FROM m)" for name in detail_tables]
+    return " UNION ALL ".join([main, *parts]) + " ORDER BY tbl, flid, ordinal"
 
 
 @cache
@@ -166,17 +163,25 @@ class FlightRepository:
         self.read_prefix = read_prefix
 
     def load(self, flids: Iterable[str], *, for_update: bool = False) -> dict[str, FlightState]:
-        """Whole states of the given flights (deleted ones included, flagged) in 2 statements: the
-        main rows, then every detail row of all 9 tables in one UNION ALL (FS §9)."""
+        """Whole states of the given flights (deleted ones included, flagged) in 1 statement: the
+        main rows and every detail row of all 9 tables in one UNION ALL (FS §9, issue 16)."""
         wanted = sorted(set(flids))
         if not wanted:
             return {}
-        rows = [_as_dict(r[0]) for r in self.conn.exec_driver_sql(
-            _main_sql(self.read_prefix, for_update), {"flids": wanted})]
-        fields_by_flid: dict[str, dict[str, Value]] = {r["flid"]: row_to_fields(r) for r in rows}
-        found = list(fields_by_flid)
-        if found:
-            self._load_details(found, fields_by_flid)
+        rows: list[dict[str, Any]] = []
+        fields_by_flid: dict[str, dict[str, Value]] = {}
+        grouped: dict[tuple[str, str], list] = defaultdict(list)
+        for tbl, flid, _ordinal, raw in self.conn.exec_driver_sql(_load_sql(self.read_prefix, for_update),
+                                                                  {"flids": wanted}):
+            row = _as_dict(raw)
+            if not tbl:
+                rows.append(row)
+                fields_by_flid[flid] = row_to_fields(row)
+                continue
+            spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
+            grouped[(flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
+        for (flid, key), entries in grouped.items():
+            fields_by_flid[flid][key] = tuple(entries)
         states: dict[str, FlightState] = {}
         for r in rows:
             flid = r["flid"]
@@ -188,16 +193,6 @@ class FlightRepository:
                 bridges=from_column(r.get("stand_bridges")),
                 stamps=MappingProxyType(dict(sorted(r.get("field_msg", {}).items()))))
         return states
-
-    def _load_details(self, flids: Sequence[str], fields_by_flid: dict[str, dict[str, Value]]) -> None:
-        grouped: dict[tuple[str, str], list] = defaultdict(list)
-        details = self.conn.exec_driver_sql(_details_sql(self.read_prefix), {"flids": list(flids)})
-        for tbl, flid, _ordinal, row in details:
-            row = _as_dict(row)
-            spec = next(s for s in _SPECS_BY_TABLE[tbl] if s.route_kind in (None, row.get("route_kind")))
-            grouped[(flid, spec.key)].append(freeze_entry(_row_to_entry(spec, row)))
-        for (flid, key), entries in grouped.items():
-            fields_by_flid[flid][key] = tuple(entries)
 
     def load_all_current(self, *, exclude_codeshare: bool = True) -> list[FlightState]:
         """Every non-deleted flight (US-12), in one transaction: ids first, then one batched load."""

@@ -1,5 +1,5 @@
-"""What one GTDT costs the protocol in statements (docs/pipeline.md "Performance"): the head, two
-loads, the pipelined writes, one guarded status statement. D26's identity window binds inside the
+"""What one GTDT costs the protocol in statements (docs/pipeline.md "Performance"): the head, one
+load (issue 16: main row and details together), the pipelined writes, one guarded status statement. D26's identity window binds inside the
 status statement and D30's MAFL refresh reads nothing for a flight that is no code-share child, so
 neither adds a statement to the hot path."""
 
@@ -14,10 +14,10 @@ from tests.pipeline_support import drain_now, gates, proc
 
 
 def test_d26_d30_a_gtdt_on_a_known_flight_costs_the_documented_statements(app, clock):
-    """docs/pipeline.md: head 1, load 2 (main row, details), writes 4 (upsert, detail delete,
-    detail insert, outbox insert; pipelined into one round trip), status 1 (with the identity
-    binding): 8 statements. A GTDT that creates its flight has no details to read or delete, and
-    costs one look for code-share children that may already wait for it (D30): 7."""
+    """docs/pipeline.md: head 1, load 1 (main row and details in one statement, issue 16), writes 4
+    (upsert, detail delete, detail insert, outbox insert; pipelined into one round trip), status 1
+    (with the identity binding): 7 statements. A GTDT that creates its flight has no details to
+    delete, and costs one look for code-share children that may already wait for it (D30): 7."""
     counted: list[str] = []
     app.mailbox.put(gtdt("P1", (1, "A1")))
     drain_now(app)
@@ -35,5 +35,5 @@ def test_d26_d30_a_gtdt_on_a_known_flight_costs_the_documented_statements(app, c
         created = processor.step(conn)
     assert (known.status, created.status) == ("SUCCEEDED", "SUCCEEDED")
     assert gates(app, "P1") == [(1, "B1")] and proc(app, 3).status == "SUCCEEDED"
-    assert on_known == 8, [c for c in counted]
+    assert on_known == 7, [c for c in counted]
     assert len(counted) - on_known == 7, counted[on_known:]
