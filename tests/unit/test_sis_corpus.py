@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,25 @@ def test_size_and_depth_limits():
     with pytest.raises(SisRefused) as info:
         parse_xml(deep)
     assert info.value.reason == "malformed" and "deeper" in info.value.detail
+
+
+def test_depth_limit_is_exact():
+    """Issue 16 (the depth check runs in libxml2's XPath): nesting of exactly the limit parses,
+    one level more is refused as malformed."""
+    assert parse_xml("<a>" * 16 + "</a>" * 16, max_depth=16).tag == "a"
+    with pytest.raises(SisRefused) as info:
+        parse_xml("<a>" * 17 + "</a>" * 17, max_depth=16)
+    assert info.value.reason == "malformed" and "deeper than 16" in info.value.detail
+
+
+@pytest.mark.parametrize("sample, digest", [
+    ("SCHD/01_DNLD.xml", "5bec1496812884ac8d22839ea5b171424f18914f954b093c5f0c163a69fba2b5"),
+    ("SCHS/01_DNLD.xml", "fc24d51356a59dbb787d6f8be0555c0d77e38f025e2701770a9ef80939464a7d"),
+    ("SCHS/02_RESP.xml", "3cf380b6e76d956b8720696deea606bf678bf11ca879b1855ac50cd3dc6b1dc0"),
+])
+def test_inv9_payload_hash_is_stable_across_versions(sample, digest):
+    """INV-9, US-03 AC3: stored payload hashes are compared with new ones (duplicate vs identity
+    conflict), so the canonical hash of a sample stays the value the first implementation gave
+    (issue 16 rewrote its walk for speed; these digests were computed before the rewrite)."""
+    body = (Path(__file__).resolve().parent.parent / "data" / "sis-samples" / sample).read_bytes()
+    assert decode(body).payload_hash == digest
