@@ -26,8 +26,11 @@ def insert_sql(table: str, columns: Sequence[str], conflict: str = "") -> str:
 
 
 def rows_param(rows: Sequence[Mapping[str, object]]) -> dict[str, str]:
-    """The ``%(rows)s`` parameter of ``insert_sql``."""
-    return {"rows": json.dumps(rows, default=_json_value, ensure_ascii=False)}
+    """The ``%(rows)s`` parameter of ``insert_sql``. NULL columns are left out (a missing key is
+    NULL to ``json_populate_recordset``): a main row is mostly NULLs, and 10,000 of them shrink
+    from 11 MB of JSON to under 3 MB."""
+    return {"rows": json.dumps([{k: v for k, v in r.items() if v is not None} for r in rows],
+                               default=_json_value, ensure_ascii=False)}
 
 
 def _json_value(value: object) -> object:
