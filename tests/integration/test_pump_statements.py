@@ -1,7 +1,7 @@
 """What one GTDT costs the protocol in statements (docs/pipeline.md "Performance"): the head, one
-load (issue 16: main row and details together), the pipelined writes, one guarded status statement. D26's identity window binds inside the
-status statement and D30's MAFL refresh reads nothing for a flight that is no code-share child, so
-neither adds a statement to the hot path."""
+load (issue 16: main row and details together), the pipelined writes, one guarded status
+statement. D26's identity window binds inside the status statement and D30's MAFL refresh reads
+nothing for a flight that is no code-share child, so neither adds a statement to the hot path."""
 
 from __future__ import annotations
 
