@@ -547,6 +547,9 @@ class Processor:
         else:
             conn.rollback()
         if self.group is not None and self.group.pending:
+            if conn.invalidated:        # the session is gone, the group with it: the caller's error
+                self.group.discard()    # (a disconnect) goes to the pump, which reconnects
+                return
             raise self.group.abort(head.msg_id)
 
     def flush(self, conn: Connection) -> None:
