@@ -7,7 +7,14 @@ altered (C-14); ``init`` creates them only in a test or demo database.
 
 A shadow instance (D29, ``MSGX_MODE=shadow``) opens the mailbox read-only: every write method
 raises ``MailboxReadOnly`` before it reaches the server, and ``fresh_ids`` reads by id alone
-(production's marks say nothing about what the shadow has processed, OPS-3 "input by watermark")."""
+(production's marks say nothing about what the shadow has processed, OPS-3 "input by watermark").
+
+Bodies are read as bytes and decoded row by row (issue 13 item 4): MariaDB stores some byte
+sequences that are not UTF-8 (ED A0 80, an encoded surrogate) even in strict mode, and a driver
+that decodes the whole result would fail every row of the batch, so the pump would take one bad
+row for a mailbox outage. Here an undecodable byte stays in that row's text as a lone surrogate
+(``surrogateescape``), which the decoder refuses as DEAD(malformed) with an ``encoding:`` detail;
+the rows around it are untouched."""
 
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import CursorResult, Engine, case, func, inspect, select, update
+from sqlalchemy import CursorResult, Engine, LargeBinary, case, cast, func, inspect, select, update
+from sqlalchemy.sql.elements import ColumnElement
 
 from msgx_engine.config import ConfigError
 from msgx_engine.db import make_engine
@@ -58,6 +66,14 @@ def _new_id(result: CursorResult) -> int:
     return int(key[0])
 
 
+def body_text(raw: bytes | str | None) -> str | None:
+    """One row's body as text: UTF-8 decoded with ``surrogateescape``, so bytes that are not UTF-8
+    reach the decoder (and are refused there) instead of failing the read."""
+    if raw is None or isinstance(raw, str):
+        return raw
+    return raw.decode("utf-8", "surrogateescape")
+
+
 def _now() -> datetime:
     return datetime.now().replace(microsecond=0)
 
@@ -73,6 +89,12 @@ class Mailbox:
     def _writable(self, what: str) -> None:
         if self.read_only:
             raise MailboxReadOnly(f"shadow mode (MSGX_MODE=shadow) never writes the mailbox: {what} refused")
+
+    def _raw_body(self) -> ColumnElement:
+        """The body column as the server's bytes on MySQL/MariaDB (``CAST(... AS BINARY)``). A
+        PostgreSQL mailbox holds only valid text, and its text-to-bytea cast would read escapes."""
+        column = cminmsgs.c.CMINMSGS_CLOB_MSG
+        return cast(column, LargeBinary) if self.engine.dialect.name in ("mysql", "mariadb") else column
 
     # --- schema (test and demo databases only) -------------------------------------------
     def init(self) -> None:
@@ -157,16 +179,17 @@ class Mailbox:
         as None (read it alone with ``body`` when needed), so one prefetch stays bounded."""
         if not ids:
             return {}
-        text = cminmsgs.c.CMINMSGS_CLOB_MSG
-        column = text if max_bytes is None else case((func.length(text) <= max_bytes, text), else_=None)
+        raw = self._raw_body()
+        column = raw if max_bytes is None else case(
+            (func.length(cminmsgs.c.CMINMSGS_CLOB_MSG) <= max_bytes, raw), else_=None)
         q = select(cminmsgs.c.CMINMSGS_ID, column).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids)))
         with self.engine.connect() as conn:
-            return {int(r[0]): r[1] for r in conn.execute(q)}
+            return {int(r[0]): body_text(r[1]) for r in conn.execute(q)}
 
     def body(self, msg_id: int) -> str | None:
         with self.engine.connect() as conn:
-            return conn.execute(select(cminmsgs.c.CMINMSGS_CLOB_MSG)
-                                .where(cminmsgs.c.CMINMSGS_ID == msg_id)).scalar()
+            return body_text(conn.execute(select(self._raw_body())
+                                          .where(cminmsgs.c.CMINMSGS_ID == msg_id)).scalar())
 
     def mark_where_null(self, ids: Sequence[int], when: datetime) -> Marks:
         """Write DATE_PROCESSED for ``ids`` only where it is NULL (C-15, INV-7): two statements

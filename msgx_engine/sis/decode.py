@@ -1,8 +1,20 @@
-"""Hardened SIS decoding: bytes in, (META, kind, body) out, or a classified refusal.
+"""Hardened SIS decoding: text in, (META, kind, body) out, or a classified refusal.
 
-The parser never loads a DTD, resolves an entity or touches the network; a DOCTYPE is refused
-outright (no SIS message carries one, and it is the door for XXE and entity expansion). Size and
-depth are bounded before and during the parse.
+The parser never loads a DTD, resolves an entity, processes an XInclude or touches the network; a
+DOCTYPE is refused outright (no SIS message carries one, and it is the door for XXE and entity
+expansion), and so is any XInclude element (refused, never expanded: msgx never calls
+``xinclude()``, and a message that asks for one is not a SIS message). Size and depth are bounded
+before and during the parse.
+
+A message is Unicode text (decisions F8): the mailbox column holds characters, and the HTTP door
+accepts UTF-8 only. An XML declaration's ``encoding`` is therefore ignored on every path: the
+parser is told the bytes it gets are UTF-8, so ``encoding="ISO-8859-1"`` over the text cannot
+turn it into mojibake. Text that is not valid Unicode (lone surrogates, the trace of bytes the
+mailbox stored that are not UTF-8) or bytes that are not UTF-8 are refused as
+``malformed`` with a detail starting ``encoding:``. A leading byte-order mark is dropped.
+
+META and every FLID are checked against their formats (``sis.envelope``) before the message
+leaves the decoder, so nothing oversized reaches an identity binding or an index.
 """
 
 from __future__ import annotations
@@ -14,12 +26,13 @@ from dataclasses import dataclass
 from lxml import etree
 
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
+from msgx_engine.sis.envelope import META_FIELDS, flid_problem, meta_problem, meta_values
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
 MAX_DEPTH = 16
-META_FIELDS = ("SNDR", "SEQN", "DTTM", "TYPE", "STYP")
-_TYPE_RE = re.compile(r"^[A-Z]{3,4}$")
 _DOCTYPE_RE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
+# XInclude 1.0 and the 2001 draft namespace libxml2 also honours.
+XINCLUDE_NAMESPACES = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
 
 
 class SisRefused(ValueError):
@@ -62,7 +75,10 @@ class SisMessage:
 
 
 def _parser() -> etree.XMLParser:
+    """No DTD, no entities, no network, no huge trees; ``encoding`` overrides whatever the XML
+    declaration says, because the bytes handed over are always the UTF-8 of Unicode text."""
     return etree.XMLParser(
+        encoding="utf-8",
         resolve_entities=False,
         no_network=True,
         load_dtd=False,
@@ -79,15 +95,42 @@ def _too_deep(root: etree._Element, limit: int) -> bool:
     return bool(root.xpath("boolean(" + "/*" * (limit + 1) + ")"))
 
 
-def _to_bytes(text: str | bytes) -> bytes:
+def _utf8(text: str | bytes) -> bytes:
+    """The UTF-8 bytes of the message text, without a leading byte-order mark. Bytes must already
+    be UTF-8 and text must be valid Unicode; anything else is refused as an encoding problem."""
     if isinstance(text, bytes):
-        return text
-    return text.encode("utf-8")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SisRefused("malformed", f"encoding: invalid UTF-8 at byte {exc.start} "
+                                          f"({exc.object[exc.start:exc.start + 4].hex(' ')})") from None
+    text = text.removeprefix("\ufeff")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        # The mailbox adapter keeps a row's undecodable bytes as lone surrogates (surrogateescape).
+        raw = text[exc.start:exc.end].encode("utf-8", "surrogateescape") if _escaped(text[exc.start]) else b""
+        shown = f"bytes {raw.hex(' ')}" if raw else f"U+{ord(text[exc.start]):04X}"
+        raise SisRefused("malformed", f"encoding: not valid UTF-8/Unicode text at character {exc.start} "
+                                      f"({shown}: {exc.reason})") from None
+
+
+def _escaped(ch: str) -> bool:
+    """A surrogateescape stand-in for one undecodable byte (U+DC80..U+DCFF)."""
+    return 0xDC80 <= ord(ch) <= 0xDCFF
+
+
+def _xinclude(root: etree._Element) -> etree._Element | None:
+    for ns in XINCLUDE_NAMESPACES:
+        found = next(root.iter(f"{{{ns}}}*"), None)
+        if found is not None:
+            return found
+    return None
 
 
 def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int = MAX_DEPTH) -> etree._Element:
     """Parse untrusted XML safely; raise SisRefused(malformed|oversize|forbidden) otherwise."""
-    data = _to_bytes(text)
+    data = _utf8(text)
     if len(data) > max_bytes:
         raise SisRefused("oversize", f"{len(data)} bytes exceeds the limit of {max_bytes}")
     if not data.strip():
@@ -96,9 +139,6 @@ def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: 
         raise SisRefused("malformed", "NUL byte in message")
     if _DOCTYPE_RE.search(data):
         raise SisRefused("forbidden", "DOCTYPE/ENTITY declarations are not accepted")
-    if isinstance(text, str):
-        # lxml refuses str input that carries an encoding declaration; bytes keep the declaration honest.
-        data = text.encode("utf-8")
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
@@ -107,6 +147,8 @@ def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: 
         raise SisRefused("malformed", "no root element")
     if _too_deep(root, max_depth):
         raise SisRefused("malformed", f"nesting deeper than {max_depth}")
+    if _xinclude(root) is not None:
+        raise SisRefused("forbidden", "XInclude elements are not accepted (never expanded)")
     return root
 
 
@@ -177,16 +219,21 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
     root = parse_xml(text, max_bytes=max_bytes)
     if root.tag != "MSG":
         raise SisRefused("malformed", f"root element is <{root.tag}>, expected <MSG>")
-    meta_el = root.find("META")
-    if meta_el is None:
+    values = meta_values(root)
+    if values is None:
         raise SisRefused("malformed", "no META element")
-    values = {name: _text(meta_el.find(name)) for name in META_FIELDS}
-    missing = [n for n, v in values.items() if not v]
+    missing = [n for n in META_FIELDS if n not in values]
     if missing:
         raise SisRefused("malformed", f"META lacks {', '.join(missing)}")
     meta = Meta(values["SNDR"], values["SEQN"], values["DTTM"], values["TYPE"].upper(), values["STYP"].upper())
-    if not _TYPE_RE.match(meta.type):
-        raise SisRefused("malformed", f"META TYPE {meta.type!r} is not a SIS type code")
+    problem = meta_problem(values)       # before anything binds the identity (issue 13 item 5)
+    if problem is not None:
+        # A refusal is never bound; its META goes along so that an ignore rule still skips an
+        # ignored type whatever its body looks like (US-04).
+        raise SisRefused("malformed", problem, meta)
+    problem = flid_problem(root)
+    if problem is not None:
+        raise SisRefused("malformed", problem, meta)
     kind = _kind(meta.type)
     try:
         _check_structure(kind, meta, root)

@@ -121,8 +121,7 @@ SENT = datetime(2021, 1, 22, 21, 0, tzinfo=UTC)       # 05:00 on 23 Jan 2021, As
     (None, "20210123053500", "no open (SENT) RQRD request for ABNR"),
     (OpenRequest(7, None, None), "20210123053500", "request 7 has no send time"),
     (OpenRequest(7, None, SENT), "20210123045959", "precedes request 7"),
-    (OpenRequest(7, None, SENT), "2021012305", "unreadable"),
-])
+])  # an unreadable DTTM never reaches a handler: the decoder refuses it (tests/unit/test_envelope.py)
 def test_resp_without_a_matching_request_is_skipped(request_, dttm, why):
     """D16, US-08 AC4/AC5: a RESP is taken only for an open RQRD with a send time and a META DTTM
     (local time) not before it; otherwise SKIPPED(no_request), no effect."""
