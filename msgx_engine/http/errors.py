@@ -22,7 +22,7 @@ class ErrorCode:
 ERROR_CODES: dict[str, ErrorCode] = {
     "unsupported_media_type": ErrorCode(415, "Content-Type missing or not one the endpoint accepts"),
     "unsupported_charset": ErrorCode(
-        415, "charset parameter, byte-order mark or XML encoding declaration other than UTF-8"),
+        415, "charset parameter other than UTF-8, or a UTF-16/UTF-32 byte-order mark"),
     "bad_content_length": ErrorCode(400, "Content-Length header is not a non-negative integer"),
     "body_too_large": ErrorCode(413, "request body exceeds the limit (10 MiB = 10,485,760 bytes for messages)"),
     "incomplete_body": ErrorCode(400, "the client disconnected before sending the whole body"),
@@ -32,7 +32,8 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "forbidden_xml": ErrorCode(400, "DOCTYPE, ENTITY declaration or XInclude: refused, never resolved"),
     "malformed_xml": ErrorCode(400, "XML is not well-formed (or nests deeper than the limit)"),
     "invalid_json": ErrorCode(400, "body is not a JSON object"),
-    "invalid_field": ErrorCode(400, "a field is missing, empty or not in the documented format"),
+    "invalid_field": ErrorCode(400, "a field is missing, empty or not in the documented format (a JSON field, or a "
+                                    "message's META value or FLID)"),
     "invalid_range": ErrorCode(400, "startDate is later than endDate, the window spans more than one day, or a "
                                     "year lies outside 2000-2099"),
     "unauthorized": ErrorCode(401, "MSGX_API_TOKEN is set and the request lacks `Authorization: Bearer <token>` "

@@ -1,9 +1,15 @@
 """What ``POST /cminmsgs/send`` checks before a message may enter the mailbox (US-02 AC1, C-28).
 
-Only transport-level soundness: UTF-8, no NUL, not empty, well-formed XML without DOCTYPE,
-entities or XInclude. Business decoding stays with the pump (US-02 "HTTP 基础格式校验不替代
-US-03 的业务解码"), so a well-formed message with an unknown type is accepted here and classified
-by the pipeline like any other mailbox row.
+Transport-level soundness: UTF-8, no NUL, not empty, well-formed XML without DOCTYPE, entities
+or XInclude (the pump's own ``parse_xml``), and the envelope formats the pump also enforces: a
+META value or FLID that breaks its format (``sis.envelope``: SNDR <= 16, SEQN 1-6 digits, ...) is
+refused with ``invalid_field`` naming the field, because the pump would dead-letter it. Business
+decoding stays with the pump (US-02 "HTTP 基础格式校验不替代 US-03 的业务解码"), so a
+well-formed message with an unknown type, or without META, is accepted here and classified by
+the pipeline like any other mailbox row.
+
+An XML declaration's ``encoding`` is ignored here as in the pump (decisions F8): the body is
+UTF-8 text whatever the declaration says, and the stored text is read as characters.
 
 Byte-order marks: a UTF-8 BOM is accepted and stripped (some Windows tools prepend one; the
 mailbox stores text, and a stored U+FEFF would only confuse other readers). UTF-16/UTF-32 BOMs
@@ -13,15 +19,12 @@ are refused as ``unsupported_charset``: the mailbox contract is UTF-8 text.
 from __future__ import annotations
 
 import codecs
-import re
 
 from msgx_engine.http.errors import ApiError
 from msgx_engine.sis.decode import SisRefused, parse_xml
+from msgx_engine.sis.envelope import envelope_problem
 
-XINCLUDE_NS = "http://www.w3.org/2001/XInclude"
 _FOREIGN_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_UTF8_NAMES = frozenset({"utf-8", "utf8", "us-ascii", "ascii"})
-_DECLARED_ENCODING = re.compile(r"""^\s*<\?xml\s[^>]*?encoding\s*=\s*["']([^"']*)["']""")
 
 
 def _decode(data: bytes) -> str:
@@ -42,16 +45,13 @@ def validate_message(data: bytes, *, max_bytes: int) -> str:
         raise ApiError("nul_byte", f"NUL character at offset {text.index(chr(0))}")
     if not text.strip():
         raise ApiError("empty_body", "the message is empty")
-    declared = _DECLARED_ENCODING.match(text[:200])
-    if declared and declared[1].lower() not in _UTF8_NAMES:
-        # The pump parses the stored text by its declaration: another encoding would be misread later.
-        raise ApiError("unsupported_charset", f"XML declaration says encoding={declared[1]!r}; bodies are UTF-8")
     try:
         # The same call the pump makes on the stored text, so what passes here parses there.
         root = parse_xml(text, max_bytes=max_bytes)
     except SisRefused as exc:
         code = {"forbidden": "forbidden_xml", "oversize": "body_too_large"}.get(exc.reason, "malformed_xml")
         raise ApiError(code, exc.detail) from None
-    if next(root.iter(f"{{{XINCLUDE_NS}}}*"), None) is not None:
-        raise ApiError("forbidden_xml", "XInclude elements are not accepted")
+    problem = envelope_problem(root)
+    if problem is not None:
+        raise ApiError("invalid_field", problem)
     return text

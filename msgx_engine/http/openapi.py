@@ -13,7 +13,7 @@ from msgx_engine.http.schd_sync import TIME_FORMAT_DOC
 
 SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
               "incomplete_body", "empty_body", "invalid_utf8", "nul_byte", "forbidden_xml", "malformed_xml",
-              "mailbox_unavailable", "unauthorized")
+              "invalid_field", "mailbox_unavailable", "unauthorized")
 FLIGHTS_CODES = ("unauthorized", "db_unavailable")
 SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
               "invalid_json", "invalid_field", "invalid_range", "not_implemented", "db_unavailable", "unauthorized")

@@ -101,13 +101,13 @@ def test_non_utf8_charset_parameter_is_415(app, ctype):
     assert inbox_count(app) == 0
 
 
-def test_xml_declaration_with_other_encoding_is_415(app):
-    """The pump parses the stored text with its declaration: a GBK declaration over UTF-8 bytes would
-    be read as GBK later, so it is refused now (US-02 AC1, default UTF-8)."""
-    body = '<?xml version="1.0" encoding="GBK"?><MSG><A>航班</A></MSG>'.encode()
-    resp = client_for(app).post("/cminmsgs/send", content=body, headers={"Content-Type": "text/xml"})
-    assert_refused(resp, 415, "unsupported_charset")
-    assert inbox_count(app) == 0
+def test_xml_declaration_encoding_is_ignored_and_the_text_is_stored_as_sent(app, settings):
+    """Issue 13 item 6, decisions F8: a GBK declaration over UTF-8 bytes is not a reason to refuse
+    (the declaration is ignored on both paths); the characters are stored exactly as sent."""
+    body = '<?xml version="1.0" encoding="GBK"?><MSG><A>航班</A></MSG>'
+    resp = client_for(app).post("/cminmsgs/send", content=body.encode(), headers={"Content-Type": "text/xml"})
+    assert resp.status_code == 200, resp.text
+    assert raw_row(settings.mailbox_url, resp.json()["body"])["CMINMSGS_CLOB_MSG"] == body
 
 
 @pytest.mark.parametrize(("body", "code"), [
