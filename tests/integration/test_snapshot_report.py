@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
-from builders import flop
+from builders import flop, next_seqn
 from snapshot_builders import dnld, fltr, pump, status
+
+
+def resent(package: str) -> str:
+    """The same package under a fresh SEQN (six digits, F7), so it is a new message."""
+    return re.sub(r"<SEQN>\d+</SEQN>", f"<SEQN>{next_seqn()}</SEQN>", package, count=1)
 
 
 def test_every_snapshot_reports_its_drift_from_the_dynamic_state(app, msgx):
@@ -39,14 +45,14 @@ def test_the_set_based_comparison_sees_every_kind_of_field(app, msgx):
 
     package = dnld(fltr("A", gates=2, routes=2), fltr("B", gates=1))
     pump(app, package)
-    pump(app, package.replace("<SEQN>", "<SEQN>9"))            # the same content again: no drift
+    pump(app, resent(package))                                  # the same content again: no drift
     code, (same,) = msgx("snapshot-report")
     assert (same["compared"], same["differing"], same["fields"]) == (2, 0, {})
     pump(app, gtdt("A", (1, "Z9")),
          flop("FDIV", "B", '\t\t<FDIV DDES="PEK" DDIR="FROM">weather</FDIV>\n'),
          flop("SRVT", "B", '\t\t<SRVT><SRTC>J</SRTC><SRQT>2</SRQT></SRVT>\n'),
          flop("ERUT", "A", '\t\t<ERUT RTNO="1"><APCD>PEK</APCD></ERUT>\n'))
-    pump(app, package.replace("<SEQN>", "<SEQN>8"))
+    pump(app, resent(package))
     code, (drift,) = msgx("snapshot-report")
     assert {k: v["flights"] for k, v in drift["fields"].items()} == {"ERUT": 1, "FDIV": 1, "GTDT": 1, "SRVT": 1}
     assert drift["fields"]["FDIV"]["examples"] == [
