@@ -37,6 +37,19 @@ def _flag(name: str) -> bool:
     return (_env(name) or "0").lower() not in ("0", "false", "no")
 
 
+def _int(name: str, default: int, *, low: int, high: int) -> int:
+    raw = _env(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{name}={raw!r} is not a whole number from {low} to {high}")
+    return int(raw)
+
+
+def _seconds(name: str, default: str, *, low: timedelta, high: timedelta) -> float:
+    return _duration(name, default, low=low, high=high).total_seconds()
+
+
 def _duration(name: str, default: str, *, low: timedelta | None = None,
               high: timedelta | None = None) -> timedelta:
     value = parse_duration(_env(name) or default, name=name)
@@ -69,6 +82,17 @@ def _schd_format() -> str:
     value = (_env("MSGX_SCHD_FORMAT") or SCHD_RECORDS).lower()
     if value not in SCHD_FORMATS:
         raise ConfigError(f"MSGX_SCHD_FORMAT={value!r} is not one of {', '.join(SCHD_FORMATS)}")
+    return value
+
+
+KAFKA_MAX_RECORD_BYTES = 900_000   # default record limit, under the broker's default message.max.bytes (1 MB)
+KAFKA_COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")   # MSGX_KAFKA_COMPRESSION
+
+
+def _compression() -> str:
+    value = (_env("MSGX_KAFKA_COMPRESSION") or "lz4").lower()
+    if value not in KAFKA_COMPRESSIONS:
+        raise ConfigError(f"MSGX_KAFKA_COMPRESSION={value!r} is not one of {', '.join(KAFKA_COMPRESSIONS)}")
     return value
 
 
@@ -107,6 +131,15 @@ class Settings:
     # secrets: kept out of repr() so a logged Settings never shows them
     api_token: str | None = field(default=None, repr=False)       # MSGX_API_TOKEN: bearer token of the HTTP API
     alert_webhook: str | None = field(default=None, repr=False)   # MSGX_ALERT_WEBHOOK: JSON POST on alert changes
+    # Kafka delivery (issue 13 items 8/9, docs/delivery.md): the largest record a message may
+    # produce (refused at processing time above it), the producer's compression and delivery timeout.
+    kafka_max_record_bytes: int = KAFKA_MAX_RECORD_BYTES   # MSGX_KAFKA_MAX_RECORD_BYTES
+    kafka_compression: str = "lz4"              # MSGX_KAFKA_COMPRESSION
+    kafka_delivery_timeout_s: float = 120.0     # MSGX_KAFKA_DELIVERY_TIMEOUT (10s-300s)
+    # ``msgx serve`` (issue 13 item 12, docs/http-api.md): slow clients and the connection cap.
+    http_header_timeout_s: float = 10.0         # MSGX_HTTP_HEADER_TIMEOUT: request line and headers
+    http_body_timeout_s: float = 30.0           # MSGX_HTTP_BODY_TIMEOUT: the whole body
+    http_max_connections: int = 100             # MSGX_HTTP_MAX_CONNECTIONS: open connections at once
 
     def __post_init__(self) -> None:
         """Refuse a configuration that could touch production from a shadow instance (OPS-3):
@@ -165,6 +198,16 @@ class Settings:
             ledger_retention=_duration("MSGX_LEDGER_RETENTION", "30d", low=timedelta(days=1)),
             mode=_mode(),
             embedded_allowed=_flag("MSGX_EMBEDDED"),
+            kafka_max_record_bytes=_int("MSGX_KAFKA_MAX_RECORD_BYTES", KAFKA_MAX_RECORD_BYTES, low=1024,
+                                        high=100_000_000),
+            kafka_compression=_compression(),
+            kafka_delivery_timeout_s=_seconds("MSGX_KAFKA_DELIVERY_TIMEOUT", "120s", low=timedelta(seconds=10),
+                                              high=timedelta(seconds=300)),
+            http_header_timeout_s=_seconds("MSGX_HTTP_HEADER_TIMEOUT", "10s", low=timedelta(seconds=1),
+                                           high=timedelta(seconds=600)),
+            http_body_timeout_s=_seconds("MSGX_HTTP_BODY_TIMEOUT", "30s", low=timedelta(seconds=1),
+                                         high=timedelta(seconds=3600)),
+            http_max_connections=_int("MSGX_HTTP_MAX_CONNECTIONS", 100, low=1, high=100_000),
         )
 
     def require_urls(self) -> None:
