@@ -63,7 +63,8 @@ class App:
         s = self.settings
         return Processor(self.mailbox, self.clock, ignore_rules=s.ignore_rules, gap_grace_s=s.gap_grace_s,
                          max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
-                         split_transactions=s.split_transactions, identity_window=s.identity_window)
+                         split_transactions=s.split_transactions, identity_window=s.identity_window,
+                         max_record_bytes=s.kafka_max_record_bytes)
 
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),

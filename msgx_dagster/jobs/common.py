@@ -7,6 +7,15 @@ import dagster as dg
 
 from msgx_dagster.run_limits import SINGLETON_TAG
 
+ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+          dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+
+
+def active_runs(instance: dg.DagsterInstance, job_name: str) -> int:
+    """1 when a run of ``job_name`` is queued or in flight, else 0 (a sensor or schedule then skips
+    instead of piling up queued runs behind the singleton limit)."""
+    return len(instance.get_run_records(filters=dg.RunsFilter(job_name=job_name, statuses=ACTIVE), limit=1))
+
 
 def singleton(name: str) -> dict[str, str]:
     """Run tag limited to one run per value by the instance's tag_concurrency_limits (dagster.yaml)."""

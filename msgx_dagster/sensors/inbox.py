@@ -4,23 +4,16 @@ queued or in flight (the queue would otherwise pile up runs). Explicit SkipReaso
 
 import dagster as dg
 
+from msgx_dagster.jobs.common import active_runs
 from msgx_dagster.jobs.pump import long_lived_run_config, pump_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.monitor import backlog
-
-ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
-          dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
-
-
-def active_pump_runs(instance: dg.DagsterInstance) -> int:
-    records = instance.get_run_records(filters=dg.RunsFilter(job_name=pump_job.name, statuses=ACTIVE), limit=1)
-    return len(records)
 
 
 @dg.sensor(job=pump_job, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts the long-lived pump when the mailbox has work and no pump runs.")
 def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
-    if active_pump_runs(context.instance):
+    if active_runs(context.instance, pump_job.name):
         return dg.SkipReason("a pump run is already queued or running")
     with msgx.open_app() as app:
         work = backlog(app.engine, app.mailbox, probe_limit=1)

@@ -10,6 +10,9 @@ event of that FLID in the batch is marked (FS §8: intermediate versions are not
 latest documents of a flush as one JSON array instead, key ``schd`` (one partition, so flushes
 stay in order), split into several arrays only where one would exceed ``ARRAY_MAX_BYTES``.
 
+Order is promised per FLID only (C-29): a flight whose event failed waits, with its later
+events, for that event's backoff; every other flight's events keep flowing (issue 13 item 8).
+
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock
 and its marks together. Resends after a crash reuse the outbox ``event_id``: consumers dedupe on it.
@@ -190,7 +193,7 @@ class Dispatcher:
     # --- msg ------------------------------------------------------------------------------------
     def _send_msg(self, summary: DispatchSummary) -> bool:
         conn = self._conn()
-        events = outbox.due_prefix(conn, TOPIC_MSG, self.clock.now(), self.options.msg_batch)
+        events = outbox.due_events(conn, TOPIC_MSG, self.clock.now(), self.options.msg_batch)
         conn.commit()
         if not events:
             return False
@@ -215,7 +218,7 @@ class Dispatcher:
 
     def _flush_schd(self, summary: DispatchSummary) -> bool:
         conn = self._conn()
-        events = outbox.due_prefix(conn, TOPIC_SCHD, self.clock.now(), self.options.schd_batch)
+        events = outbox.due_events(conn, TOPIC_SCHD, self.clock.now(), self.options.schd_batch)
         conn.commit()
         self._last_schd_flush = time.monotonic()
         if not events:

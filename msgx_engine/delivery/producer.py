@@ -7,6 +7,13 @@ report arrived without an error. A fatal producer error (confluent-kafka raises 
 ``poll``/``flush``/``produce``, e.g. UNKNOWN_PRODUCER_ID after a broker lost its state) makes the
 producer unusable; ``KafkaSink`` then builds a new one and the caller resends from its first
 unsent record.
+
+Issue 13 items 8/9: records are compressed (``compression.type``, default lz4), and the delivery
+timeout (``message.timeout.ms``, default 120 s) outlasts a broker freeze of a minute or two, so the
+idempotent producer retries inside it and the broker drops its duplicates; a shorter timeout made
+msgx resend a record the broker had already taken. A record the producer refuses locally (too
+large) fails alone and holds back only the later records with its key: other keys go on (per-key
+order, C-29).
 """
 
 from __future__ import annotations
@@ -26,13 +33,22 @@ FORCED = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per
 _FORCED_TEXT = {"acks": ("all", "-1"), "enable.idempotence": ("true",), "max.in.flight.requests.per.connection": ("1",)}
 
 
-def producer_config(bootstrap: str, *, delivery_timeout_s: float = 30.0,
+DELIVERY_TIMEOUT_S = 120.0       # MSGX_KAFKA_DELIVERY_TIMEOUT's default
+PRODUCER_MAX_BYTES = 1_000_000   # librdkafka's default message.max.bytes; raised only for a larger record limit
+
+
+def producer_config(bootstrap: str, *, delivery_timeout_s: float = DELIVERY_TIMEOUT_S,
+                    compression: str = "lz4", max_record_bytes: int | None = None,
                     extra: Mapping[str, object] | None = None) -> dict[str, object]:
-    """The producer configuration; ``extra`` may tune anything except the forced delivery guarantees."""
+    """The producer configuration; ``extra`` may tune anything except the forced delivery guarantees.
+    ``max_record_bytes`` (the pipeline's record limit) raises the producer's own limit when it is
+    larger than the default, so a record the pipeline let through is never refused here."""
     conf: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "client.id": "msgx-dispatcher",
         "linger.ms": 5,
+        "compression.type": compression,
+        "message.max.bytes": max(PRODUCER_MAX_BYTES, (max_record_bytes or 0) + 65_536),
         "message.timeout.ms": int(delivery_timeout_s * 1000),  # the send timeout bound (US-07 AC1)
         "reconnect.backoff.max.ms": 2000,  # back within ~2 s of a broker returning
         "log_level": 3,
@@ -60,11 +76,13 @@ class Record:
 @dataclass
 class SendResult:
     """Per-record outcome in input order: ``None`` = delivered (report without error), else why not.
-    Records from ``tried`` on were never handed to the producer (it refused an earlier one)."""
+    Only the indexes in ``tried`` were handed to the producer (or refused by it); the others were
+    held back (the local queue was full, or an earlier record with the same key was refused) and
+    count no attempt."""
 
     errors: list[str | None]
     fatal: str | None = None
-    tried: int = 0
+    tried: frozenset[int] = frozenset()
 
     @property
     def delivered(self) -> list[int]:
@@ -72,7 +90,7 @@ class SendResult:
 
     def failures(self) -> list[tuple[int, str]]:
         """(index, error) of the records that were tried and not delivered."""
-        return [(i, e) for i, e in enumerate(self.errors[:self.tried]) if e is not None]
+        return [(i, e) for i, e in enumerate(self.errors) if e is not None and i in self.tried]
 
 
 ProducerFactory = Callable[[dict], Producer]
@@ -83,13 +101,17 @@ class KafkaSink:
     """Owns one producer at a time; rebuilds it after a fatal error."""
 
     bootstrap: str
-    delivery_timeout_s: float = 30.0
+    delivery_timeout_s: float = DELIVERY_TIMEOUT_S
     extra: Mapping[str, object] = field(default_factory=dict)
     factory: ProducerFactory = Producer
     rebuilds: int = 0
+    compression: str = "lz4"
+    max_record_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        self.config = producer_config(self.bootstrap, delivery_timeout_s=self.delivery_timeout_s, extra=self.extra)
+        self.config = producer_config(self.bootstrap, delivery_timeout_s=self.delivery_timeout_s,
+                                      compression=self.compression, max_record_bytes=self.max_record_bytes,
+                                      extra=self.extra)
         self._producer: Producer | None = None
 
     @property
@@ -99,13 +121,17 @@ class KafkaSink:
         return self._producer
 
     def send(self, records: Sequence[Record]) -> SendResult:
-        """Produce in order and wait for every delivery report (bounded by the delivery timeout)."""
+        """Produce in order and wait for every delivery report (bounded by the delivery timeout).
+        A record refused locally fails alone; later records with its key are held back, other keys go."""
         reports: dict[int, KafkaError | None] = {}
-        refused: str | None = None    # produce() refused record ``produced`` itself (counts as tried)
+        refused: dict[int, str] = {}            # produce() refused these records (tried, failed)
+        refused_keys: set[tuple[str, str]] = set()
+        produced: list[int] = []
         fatal: str | None = None
-        produced = 0
         try:
             for i, rec in enumerate(records):
+                if (rec.topic, rec.key) in refused_keys:
+                    continue          # held: its key's earlier record failed, order per key (C-29)
                 try:
                     self._produce(rec, i, reports)
                 except BufferError:   # local queue full: the rest simply waits for the next round
@@ -113,25 +139,25 @@ class KafkaSink:
                 except KafkaException as exc:
                     if _is_fatal(exc):
                         raise
-                    # A local refusal of this record (e.g. too large): stop so nothing overtakes it.
-                    refused = f"produce refused: {exc.args[0] if exc.args else exc}"
-                    break
-                produced += 1
-            self._await(reports, produced)
+                    refused[i] = f"produce refused: {exc.args[0] if exc.args else exc}"
+                    refused_keys.add((rec.topic, rec.key))
+                    continue
+                produced.append(i)
+            self._await(reports, len(produced))
         except KafkaException as exc:
             fatal = str(exc.args[0] if exc.args else exc)
-        if fatal is None and len(reports) < produced:
-            fatal = f"{produced - len(reports)} delivery report(s) missing after {self.delivery_timeout_s:.0f}s"
+        if fatal is None and len(reports) < len(produced):
+            fatal = f"{len(produced) - len(reports)} delivery report(s) missing after {self.delivery_timeout_s:.0f}s"
+        if fatal is None:
+            fatal = next((_describe(err, "") for err in reports.values() if _poisons_producer(err)), None)
         if fatal is not None:
             log.error("Kafka producer unusable (%s); rebuilding it, unsent records are resent", fatal)
             self._discard()
         errors = [_describe(reports.get(i, _MISSING), f"fatal: {fatal}" if fatal else "not produced")
                   for i in range(len(records))]
-        tried = produced
-        if refused is not None and fatal is None:
-            errors[produced] = refused
-            tried += 1
-        return SendResult(errors, fatal, tried=tried)
+        for i, why in refused.items():
+            errors[i] = why
+        return SendResult(errors, fatal, tried=frozenset(produced) | refused.keys())
 
     def _produce(self, rec: Record, index: int, reports: dict[int, KafkaError | None]) -> None:
         def on_delivery(err: KafkaError | None, _msg, i: int = index) -> None:
@@ -175,6 +201,18 @@ _MISSING = object()
 def _is_fatal(exc: KafkaException) -> bool:
     err = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
     return err is None or err.fatal() or err.code() == KafkaError._FATAL
+
+
+# Delivery-report errors after which this producer's idempotence state is no good: seen on tansu
+# after a delivery timeout (every later record came back PRODUCER_FENCED, for ever). A new
+# producer (new producer id) recovers; the records are resent like after any fatal error.
+_PRODUCER_STATE_ERRORS = frozenset({KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+                                    KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                                    KafkaError.INVALID_PRODUCER_ID_MAPPING})
+
+
+def _poisons_producer(err: KafkaError | None) -> bool:
+    return err is not None and (err.fatal() or err.code() in _PRODUCER_STATE_ERRORS)
 
 
 def _describe(report: object, missing: str) -> str | None:

@@ -26,14 +26,24 @@ SCHEDULED_RUN_S = 55.0   # a dispatch_job run: just under its one-minute schedul
 
 
 def build_dispatcher(settings: Settings, engine: Engine, *, clock: Clock | None = None,
-                     options: DispatchOptions | None = None, delivery_timeout_s: float = 30.0,
+                     options: DispatchOptions | None = None, delivery_timeout_s: float | None = None,
                      **kw) -> Dispatcher:
+    """A dispatcher with the producer Settings ask for (``delivery_timeout_s`` overrides
+    MSGX_KAFKA_DELIVERY_TIMEOUT for tests)."""
     if not settings.kafka_bootstrap:
         raise ValueError(NOT_CONFIGURED)
-    sink = KafkaSink(settings.kafka_bootstrap, delivery_timeout_s=delivery_timeout_s)
+    sink = KafkaSink(settings.kafka_bootstrap,
+                     delivery_timeout_s=delivery_timeout_s or settings.kafka_delivery_timeout_s,
+                     compression=settings.kafka_compression, max_record_bytes=settings.kafka_max_record_bytes)
     options = replace(options or DispatchOptions(), schd_format=settings.schd_format)
     return Dispatcher(engine, sink, clock or DatabaseClock(engine), topic_msg=settings.topic_msg,
                       topic_schd=settings.topic_schd, options=options, **kw)
+
+
+def stop_wait_s(settings: Settings) -> float:
+    """How long a stopping dispatcher may take: one send's wait for its reports (delivery timeout
+    + 5 s in ``KafkaSink``) and the producer's close (5 s), with a margin."""
+    return settings.kafka_delivery_timeout_s + 20.0
 
 
 def unsent(engine: Engine) -> int:
@@ -88,10 +98,13 @@ class BackgroundDispatcher:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def stop(self, timeout_s: float = 40.0) -> None:
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Stop at the next poll. The wait outlasts one send (delivery timeout + 5 s, plus the
+        close), so a send in flight ends with its marks instead of dying with the process and
+        being resent (issue 13 item 9)."""
         self._stop.set()
         if self._thread.is_alive():
-            self._thread.join(timeout_s)
+            self._thread.join(timeout_s if timeout_s is not None else stop_wait_s(self.settings))
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -38,6 +38,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine import faults
 from msgx_engine.clock import Clock
+from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
 from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
@@ -182,6 +183,7 @@ class Processor:
     source: BodySource = field(init=False)
     split_transactions: bool = False
     group: GroupCommit[StepResult] | None = None     # group commit (P10): only the pump sets it
+    max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
 
     def __post_init__(self) -> None:
         self.source = BodySource(self.mailbox)
@@ -307,6 +309,7 @@ class Processor:
         msg_id = head.msg_id
         states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
                                             replayed=head.replayed)
+        outbox.check_record_sizes(events, self.max_record_bytes)    # before the first write (item 8)
         decision = routed.decision
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
@@ -314,8 +317,9 @@ class Processor:
                 outbox.insert(conn, events)
                 events = []
         # plan writers read their own results (ledger CAS): not pipelined
-        events += write_plans(conn, decision.plans, msg_id, now)
-        outbox.insert(conn, events)
+        planned = write_plans(conn, decision.plans, msg_id, now)
+        outbox.check_record_sizes(planned, self.max_record_bytes)   # raised: the rollback undoes the plans
+        outbox.insert(conn, events + planned)
         # a plan writes flights of its own: the post-commit step then reads every flight the
         # message's events name instead of only the changed ones; a silent write (F6) has no event
         # and nothing for the projection
@@ -382,6 +386,8 @@ class Processor:
             raise exc
         if step == Step.POST_COMMIT:
             return self._projection_wait(head, exc)
+        if isinstance(exc, outbox.RecordTooLarge) and msg is not None:   # rolled back: nothing written
+            return self._verdict(conn, head, msg, Decision.dead("oversize", str(exc)))
         if isinstance(exc, identity.IdentityTaken) and msg is not None:
             other = self._bound_elsewhere(conn, head, msg)
             return self._identity_clash(head, msg, other) if other is not None else Failed(ErrorClass.INFRA, exc)

@@ -7,11 +7,15 @@ with the message's terminal status in transaction 2 (``store.queue``'s guarded s
 ``msg``: one change notification per flight and message. ``schd``: the flight's whole state (or a
 tombstone for a deleted flight).
 
+Size (issue 13 item 8): ``check_record_sizes`` refuses, before anything is written, a message whose
+events would make a Kafka record larger than the configured limit; the pipeline then ends it
+DEAD(oversize) instead of writing an event that no broker would take.
+
 Dispatcher side: only released events (``released_at`` set in transaction 2) are ever sent, in ``event_id`` order
-per logical topic. A topic's head in backoff is not overtaken: ``due_prefix`` returns the run of
-events from the head up to the first one whose ``next_send_at`` lies in the future. An event is
-marked sent only after its delivery report; a failed one backs off, stays visible with its error
-and turns DEAD after ``max_attempts`` with an alert.
+per logical topic. Order is promised per FLID (C-29), so a flight whose event is in backoff holds
+back only its own later events: ``due_events`` leaves out every event of such a flight and returns
+the other flights' events. An event is marked sent only after its delivery report; a failed one
+backs off, stays visible with its error and turns DEAD after ``max_attempts`` with an alert.
 """
 
 from __future__ import annotations
@@ -58,6 +62,29 @@ def insert(conn: Connection, rows: Sequence[OutboxRow]) -> None:
     if rows:
         conn.exec_driver_sql(_INSERT_SQL, bulk.rows_param([dict(zip(_ROW_COLUMNS, astuple(r), strict=True))
                                                           for r in rows]))
+
+
+# A Kafka record is its key, its value and the headers (event_id, state_version, msg_id) plus the
+# record framing; this allowance covers the headers and framing with room to spare.
+RECORD_OVERHEAD_BYTES = 512
+
+
+def record_bytes(row: OutboxRow) -> int:
+    """The size of the Kafka record ``row`` becomes, uncompressed (what the producer's limit counts)."""
+    return len(row.payload.encode()) + len(row.flid.encode()) + RECORD_OVERHEAD_BYTES
+
+
+class RecordTooLarge(Exception):
+    """A message would write an event larger than the Kafka record limit (DEAD(oversize))."""
+
+
+def check_record_sizes(rows: Iterable[OutboxRow], limit: int) -> None:
+    """Raise RecordTooLarge for the first row whose record would exceed ``limit`` bytes (pure)."""
+    for row in rows:
+        size = record_bytes(row)
+        if size > limit:
+            raise RecordTooLarge(f"flight {row.flid}: {row.topic} record of {size} bytes exceeds the Kafka record "
+                                 f"limit of {limit} bytes (MSGX_KAFKA_MAX_RECORD_BYTES)")
 
 
 def state_event(msg_id: int, state: FlightState) -> OutboxRow:
@@ -119,24 +146,16 @@ class SendPolicy:
 _unsent = (msg_event.c.released_at.is_not(None), msg_event.c.sent_at.is_(None), msg_event.c.dead_at.is_(None))
 
 
-def due_prefix(conn: Connection, topic: str, now: datetime, limit: int) -> list[OutboxEvent]:
-    """Unsent released events of ``topic`` from the head, stopping before the first one in backoff."""
+def due_events(conn: Connection, topic: str, now: datetime, limit: int) -> list[OutboxEvent]:
+    """Unsent released events of ``topic`` in ``event_id`` order, without any event of a flight that
+    has an unsent event in backoff: that flight's later events wait behind it (per-FLID order,
+    C-29), every other flight's events go (one undeliverable record never holds back the topic)."""
+    c = msg_event.c
+    waiting = select(c.flid).where(c.topic == topic, *_unsent, c.next_send_at > now)
     rows = conn.execute(
-        select(msg_event.c.event_id, msg_event.c.msg_id, msg_event.c.flid, msg_event.c.kind,
-               msg_event.c.state_version, msg_event.c.payload, msg_event.c.next_send_at)
-        .where(msg_event.c.topic == topic, *_unsent).order_by(msg_event.c.event_id).limit(limit)).fetchall()
-    out: list[OutboxEvent] = []
-    for r in rows:
-        if r.next_send_at is not None and r.next_send_at > now:
-            break
-        out.append(OutboxEvent(r.event_id, r.msg_id, r.flid, r.kind, r.state_version, r.payload))
-    return out
-
-
-def next_due_at(conn: Connection, topic: str) -> datetime | None:
-    """When the head of ``topic`` may be tried again (None: no head, or due now)."""
-    return conn.execute(select(msg_event.c.next_send_at).where(msg_event.c.topic == topic, *_unsent)
-                        .order_by(msg_event.c.event_id).limit(1)).scalar()
+        select(c.event_id, c.msg_id, c.flid, c.kind, c.state_version, c.payload)
+        .where(c.topic == topic, *_unsent, c.flid.not_in(waiting)).order_by(c.event_id).limit(limit)).fetchall()
+    return [OutboxEvent(r.event_id, r.msg_id, r.flid, r.kind, r.state_version, r.payload) for r in rows]
 
 
 def unsent_count(conn: Connection, topic: str | None = None) -> int:

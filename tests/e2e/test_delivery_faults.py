@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 import threading
@@ -11,7 +10,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 
 from msgx_engine.app import App
 from msgx_engine.clock import SystemClock
@@ -115,41 +114,4 @@ def test_killed_between_produce_and_mark_resends_same_event_id(settings, clock, 
     for r in records:
         by_id.setdefault(int(r.headers["event_id"]), set()).add(r.value)
     assert all(len(v) == 1 for v in by_id.values())
-    app.dispose()
-
-
-def test_failing_head_backs_off_blocks_then_dead_with_alert(settings, clock, kafka_bootstrap, kafka_reader, caplog):
-    """US-07 AC1/AC2/AC6: a record the producer refuses backs off without being overtaken by later
-    events, stays visible with its error, and turns DEAD with an alert after the attempt limit;
-    then the queue moves on."""
-    app = make_app(settings, clock, kafka_bootstrap)
-    with app.engine.begin() as conn:
-        conn.execute(insert(msg_event), [
-            {"msg_id": 1, "flid": "Z1", "topic": "msg", "kind": "change", "state_version": 1,
-             "payload": "x" * 5000, "released_at": clock.now()},
-            {"msg_id": 2, "flid": "Z2", "topic": "msg", "kind": "change", "state_version": 1,
-             "payload": "{}", "released_at": clock.now()}])
-    sink = KafkaSink(kafka_bootstrap, delivery_timeout_s=10.0, extra={"message.max.bytes": 2000})
-    policy = SendPolicy(backoff_base_s=10, backoff_cap_s=60, max_attempts=3)
-
-    def run() -> None:
-        Dispatcher(app.engine, sink, clock, topic_msg=app.settings.topic_msg, topic_schd=app.settings.topic_schd,
-                   options=DispatchOptions(policy=policy)).run()
-
-    run()
-    head, second = rows(app)
-    assert head.send_attempts == 1 and "refused" in head.send_error and head.sent_at is None
-    assert second.sent_at is None and second.send_attempts == 0
-    run()  # still in backoff: nothing tried, nothing overtakes
-    assert rows(app)[0].send_attempts == 1 and rows(app)[1].sent_at is None
-    with caplog.at_level(logging.ERROR):
-        for _ in range(2):
-            clock.advance(61)
-            run()
-    head, second = rows(app)
-    assert head.send_attempts == 3 and head.dead_at is not None and head.sent_at is None
-    assert any("ALERT dead event" in r.message and str(head.event_id) in r.message for r in caplog.records)
-    assert second.sent_at is not None
-    records = kafka_reader(kafka_bootstrap, app.settings.topic_msg, 1)
-    assert [r.headers["event_id"] for r in records] == [str(second.event_id)]
     app.dispose()

@@ -14,7 +14,8 @@ into a state database of its own, injects its fault, lets msgx recover the way p
 - marks written once: a test-only trigger on the private mailbox logs every change of
   CMINMSGS_DATE_PROCESSED; each row is marked exactly once (twice only where an operator reset it).
 
-Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22.
+Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22,
+C-29 (issue 13 item 8: one oversize Kafka record holds back only its own flight).
 The observed outcome of every row is printed (``-s``) as a line of the table.
 """
 
@@ -450,6 +451,46 @@ def broker_killed(lab: Lab, reference: dict) -> str:
             f"dispatcher run delivered all of them, {sum(1 for v in got.values() if v > 1)} twice (at-least-once)")
 
 
+def kafka_oversize_record(lab: Lab, reference: dict) -> str:
+    """Issue 13 item 8(c), C-29: one outbox record too large for Kafka (a row written before the
+    record limit existed: new ones are refused at processing time, DEAD(oversize)). `msgx dispatch
+    --drain` delivers every other flight's events at once; the record backs off with its error and
+    its flight's later events wait behind it, untried. Once an operator has repaired the row, the
+    next run delivers the rest; every flight's records are in event order on the topic."""
+    inst = lab.install(redis=False)
+    fill(inst.mailbox_url, workload())
+    assert inst.pump().returncode == 0
+    topic, bootstrap = f"msg_{inst.name}", lab.servers.tansu.bootstrap  # type: ignore[attr-defined]
+    kafka = {"MSGX_KAFKA_BOOTSTRAP": bootstrap, "MSGX_TOPIC_MSG": topic, "MSGX_TOPIC_SCHD": f"schd_{inst.name}"}
+    (head, flid, payload), = inst.query(
+        "SELECT event_id, flid, payload FROM msg_event WHERE topic = 'msg' ORDER BY event_id LIMIT 1")
+    _execute(inst, "UPDATE msg_event SET payload = :p WHERE event_id = :e", p="x" * 1_200_000, e=head)
+    first = inst.msgx("dispatch", "--drain", **kafka)
+    assert first.returncode == 1, first.stdout + first.stderr      # events remain: the stuck flight's
+    rows = inst.query("SELECT event_id, flid, sent_at IS NOT NULL, send_attempts, send_error FROM msg_event "
+                      "WHERE topic = 'msg' ORDER BY event_id")
+    others = [r for r in rows if r[1] != flid]
+    held = [r for r in rows if r[1] == flid and r[0] != head]
+    stuck = next(r for r in rows if r[0] == head)
+    assert all(r[2] for r in others), "another flight's event was held back"
+    assert held and not any(r[2] or r[3] for r in held), "the stuck flight's later events overtook it"
+    assert not stuck[2] and stuck[3] == 1 and "too large" in stuck[4].lower()
+    _execute(inst, "UPDATE msg_event SET payload = :p, next_send_at = NULL WHERE event_id = :e",
+             p=payload, e=head)       # the operator's repair
+    again = inst.msgx("dispatch", "--drain", **kafka)
+    assert again.returncode == 0, again.stdout + again.stderr
+    records = read_topic(bootstrap, topic, len(rows))
+    order: dict[str, list[int]] = {}
+    for r in records:
+        order.setdefault(r.key, []).append(int(r.headers["event_id"]))
+    assert all(ids == sorted(ids) for ids in order.values()), "a flight's records out of order"
+    assert order[flid][0] == head and {i for ids in order.values() for i in ids} == {r[0] for r in rows}
+    converged(inst, reference)
+    return (f"{len(others)} events of other flights delivered in the first run; {flid}'s head refused "
+            f"({stuck[4][:40]}...), its {len(held)} later events waited untried; after the repair all "
+            f"{len(rows)} delivered, per-flight order kept")
+
+
 def row_deleted_before_processing(lab: Lab, reference: dict) -> str:
     """C-12, D24: a registered row deleted from the mailbox before the pump reaches it holds the
     head (open, an ALERT, looked for again every 30 s, nothing overtakes it) until an operator
@@ -647,6 +688,15 @@ def _started(pg) -> Callable[[], bool]:
     return attempt
 
 
+def _execute(inst: Install, sql: str, **params) -> None:
+    engine = make_engine(inst.db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql), params)
+    finally:
+        engine.dispose()
+
+
 def _send_errors(engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(msg_event).where(
@@ -683,6 +733,9 @@ MATRIX = [
         "repaired", redis_outage),
     Row("tansu kill -9 under a running dispatcher", "nothing marked sent unreported; all delivered after restart",
         broker_killed),
+    Row("one Kafka record too large for the broker (a legacy outbox row)",
+        "other flights delivered at once; that flight's later events wait behind it; after repair all, in order",
+        kafka_oversize_record),
     Row("state restored from an older pg_dump", "pump refuses naming ids; msgx recover replays; as reference",
         restore_from_older_dump),
     Row("a registered row deleted from the mailbox before processing (C-12, D24)",

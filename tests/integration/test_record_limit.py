@@ -1,0 +1,92 @@
+"""A message whose events would exceed the Kafka record limit is refused at processing time
+(issue 13 item 8(b)): DEAD(oversize) before transaction 1 commits, nothing written, the queue
+moves on; on the dynamic path and on the snapshot (plan) path."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from snapshot_builders import dnld, fltr, sodt
+
+from msgx_engine.app import App
+from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
+from tests.builders import gtdt
+from tests.pipeline_support import drain_now, events, flight_count, gates, is_marked, proc
+
+SMALL_LIMIT = 2048   # one flight with a gate or two fits; forty gates (about 2.7 KB of state) do not
+
+
+def small_limit_app(settings, clock) -> App:
+    return App.from_settings(replace(settings, kafka_max_record_bytes=SMALL_LIMIT), clock=clock)
+
+
+def many_gates(flid: str, n: int = 40) -> str:
+    return gtdt(flid, *[(i, f"GATE{i:02d}") for i in range(1, n + 1)])
+
+
+def assert_dead_oversize(app: App, msg_id: int) -> None:
+    row = proc(app, msg_id)
+    assert (row.status, row.reason, row.error_class, row.attempts) == ("DEAD", "oversize", "MALFORMED", 0)
+    assert "Kafka record limit" in row.error_detail and "MSGX_KAFKA_MAX_RECORD_BYTES" in row.error_detail
+    assert events(app, msg_id) == [] and is_marked(app, msg_id)
+
+
+def test_new_flight_over_the_record_limit_is_dead_and_writes_nothing(settings, clock):
+    """Item 8(b): a message creating a flight whose whole state would pass MSGX_KAFKA_MAX_RECORD_BYTES
+    ends DEAD(oversize) at once (no retry), no flight row, no event; the next message for the same
+    flight is processed as if the refused one never came."""
+    app = small_limit_app(settings, clock)
+    try:
+        big = app.mailbox.put(many_gates("R1"))
+        small = app.mailbox.put(gtdt("R1", (1, "A1")))
+        drain_now(app)
+        assert_dead_oversize(app, big)
+        assert proc(app, small).status == "SUCCEEDED"
+        assert gates(app, "R1") == [(1, "A1")]
+        assert [(e.topic, e.state_version) for e in events(app, small)] == [("msg", 1), ("schd", 1)]
+    finally:
+        app.dispose()
+
+
+def test_update_over_the_record_limit_leaves_the_flight_as_it_was(settings, clock):
+    """Item 8(b), INV-17b: an update that would push an existing flight over the limit is rolled
+    back whole (gates, version, events untouched); the queue behind it proceeds."""
+    app = small_limit_app(settings, clock)
+    try:
+        first = app.mailbox.put(gtdt("R2", (1, "A1")))
+        big = app.mailbox.put(many_gates("R2"))
+        other = app.mailbox.put(gtdt("R3", (1, "B1")))
+        last = app.mailbox.put(gtdt("R2", (1, "C1")))
+        drain_now(app)
+        assert [proc(app, m).status for m in (first, other, last)] == ["SUCCEEDED"] * 3
+        assert_dead_oversize(app, big)
+        assert gates(app, "R2") == [(1, "C1")] and gates(app, "R3") == [(1, "B1")]
+        assert [e.state_version for e in events(app, last)] == [2, 2]      # the refused one took no version
+    finally:
+        app.dispose()
+
+
+def test_snapshot_with_a_flight_over_the_record_limit_is_dead_and_writes_nothing(settings, clock):
+    """Item 8(b) on the plan path (snapshot writers): one flight of the package over the limit rolls
+    the whole package back, DEAD(oversize); a valid package after it applies."""
+    app = small_limit_app(settings, clock)
+    try:
+        big = app.mailbox.put(dnld(fltr("S1", sodt(9)), fltr("S2", sodt(9), gates=20)))
+        good = app.mailbox.put(dnld(fltr("S1", sodt(9)), fltr("S2", sodt(9))))
+        drain_now(app)
+        assert_dead_oversize(app, big)
+        assert proc(app, good).status == "SUCCEEDED"
+        assert flight_count(app) == 2
+    finally:
+        app.dispose()
+
+
+def test_default_limit_refuses_a_megabyte_state(app):
+    """Item 8(b) at the default limit (900,000 bytes, under the broker's 1 MB message.max.bytes): a
+    gate code of a million characters would make a record no broker takes: DEAD(oversize)."""
+    assert app.settings.kafka_max_record_bytes == KAFKA_MAX_RECORD_BYTES == 900_000
+    huge = app.mailbox.put(gtdt("R4", (1, "G" * 1_000_000)))
+    after = app.mailbox.put(gtdt("R4", (1, "A1")))
+    drain_now(app)
+    assert_dead_oversize(app, huge)
+    assert proc(app, after).status == "SUCCEEDED" and gates(app, "R4") == [(1, "A1")]
