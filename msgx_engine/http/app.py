@@ -39,6 +39,7 @@ JSON_MEDIA_TYPES = frozenset({"application/json"})
 SYNC_MAX_BYTES = 64 * 1024
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"   # Prometheus text exposition
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
+_PATHS = frozenset({"/cminmsgs/send", "/all/flights", "/schd/sync", "/openapi.json", "/metrics"})
 
 
 def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES,
@@ -111,12 +112,15 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         if code is None:
             return JSONResponse({"is_success": False, "err_code": f"http_{exc.status_code}",
                                  "err_msg": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
-        return error_response(code, f"{request.method} {request.url.path}: {exc.detail}", exc.headers)
+        path = request.url.path
+        hint = f"; the endpoint is {path.rstrip('/')} (no trailing slash)" if (
+            exc.status_code == 404 and path.endswith("/") and path.rstrip("/") in _PATHS) else ""
+        return error_response(code, f"{request.method} {path}: {exc.detail}{hint}", exc.headers)
 
     async def on_crash(request: Request, exc: Exception) -> Response:
         return error_response("internal_error", exc.__class__.__name__)
 
-    return ApiAccess(Starlette(
+    asgi = Starlette(
         routes=[
             Route("/cminmsgs/send", send_message, methods=["POST"]),
             Route("/all/flights", all_flights, methods=["GET"]),
@@ -125,4 +129,7 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
             Route("/metrics", prometheus, methods=["GET"]),
         ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
-    ), api_token)
+    )
+    # A trailing-slash variant (/cminmsgs/send/) gets the 404 error JSON, not a bare 307 (issue 13 item 12).
+    asgi.router.redirect_slashes = False
+    return ApiAccess(asgi, api_token)

@@ -36,13 +36,19 @@ ERROR_CODES: dict[str, ErrorCode] = {
                                     "message's META value or FLID)"),
     "invalid_range": ErrorCode(400, "startDate is later than endDate, the window spans more than one day, or a "
                                     "year lies outside 2000-2099"),
+    "malformed_request": ErrorCode(400, "the request is not valid HTTP/1.1 (request line, header syntax, "
+                                        "framing or transfer coding); the connection is closed"),
+    "request_timeout": ErrorCode(408, "the request line and headers (10 s) or the whole body (30 s) did not arrive "
+                                      "in time; the connection is closed"),
     "unauthorized": ErrorCode(401, "MSGX_API_TOKEN is set and the request lacks `Authorization: Bearer <token>` "
                                    "or carries another token (GET /metrics and /openapi.json stay open)"),
-    "not_found": ErrorCode(404, "no such endpoint"),
+    "not_found": ErrorCode(404, "no such endpoint (also a trailing-slash variant such as /cminmsgs/send/)"),
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
     "shadow_mode": ErrorCode(409, "this instance runs in shadow mode (MSGX_MODE=shadow) and never writes the "
                                   "mailbox; nothing was inserted"),
     "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),
+    "too_many_connections": ErrorCode(503, "the server holds its limit of open connections "
+                                           "(MSGX_HTTP_MAX_CONNECTIONS); retry later"),
     "mailbox_unavailable": ErrorCode(503, "the mailbox database did not confirm the insert; nothing is promised"),
     "db_unavailable": ErrorCode(503, "the state database could not be read or written; never answered with an "
                                      "empty list, nothing registered"),

@@ -80,6 +80,7 @@ def serve(host: str, port: int, allow_public: bool) -> int:
     import uvicorn
 
     from msgx_engine.http.app import create_app
+    from msgx_engine.http.connection import BodyTimeout, guarded_protocol
 
     settings = Settings.from_env()
     check_bind(host, allow_public, settings.api_token)
@@ -92,8 +93,11 @@ def serve(host: str, port: int, allow_public: bool) -> int:
     print(f"msgx serve: listening on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr,
           flush=True)
     try:
-        uvicorn.run(asgi, host=host, port=port, log_level="warning", server_header=False,
-                    proxy_headers=False, timeout_keep_alive=5)
+        # h11 with msgx's header timeout, connection cap and error JSON (http/connection.py); no
+        # WebSocket upgrade, so an Upgrade header is an ordinary request answered by the routes.
+        uvicorn.run(BodyTimeout(asgi, settings.http_body_timeout_s), host=host, port=port, log_level="warning",
+                    server_header=False, proxy_headers=False, timeout_keep_alive=5, ws="none",
+                    http=guarded_protocol(settings.http_header_timeout_s, settings.http_max_connections))
     finally:
         app.dispose()
     return 0
