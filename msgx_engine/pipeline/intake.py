@@ -105,7 +105,8 @@ class Intake:
             fresh = self.mailbox.fresh_ids(base, self.batch)
             candidates = list(fresh)
             if self.shadow:
-                gap_marks: dict[int, datetime | None] = dict.fromkeys(self._present(gaps_to_check))
+                # production's marks are not the shadow's: a gap whose row exists is simply due
+                gap_marks: dict[int, datetime | None] = dict.fromkeys(self._marks(gaps_to_check))
             else:
                 gap_marks = self._marks(gaps_to_check)
                 self._refuse_unknown_work(base, fresh, gap_marks)
@@ -161,13 +162,6 @@ class Intake:
         for i in range(0, len(ids), 1000):
             marks.update(self.mailbox.processed_at(ids[i:i + 1000]))
         return marks
-
-    def _present(self, ids: list[int]) -> set[int]:
-        """The ids among ``ids`` whose row exists (chunked like ``_marks``)."""
-        found: set[int] = set()
-        for i in range(0, len(ids), 1000):
-            found |= self.mailbox.exists(ids[i:i + 1000])
-        return found
 
     def _refuse_unknown_work(self, base: int, fresh: list[int], gap_marks: dict[int, datetime | None]) -> None:
         """Marked rows above the high-water mark (up to the last row the fast path read, when its
