@@ -191,9 +191,9 @@ class RequestTracker:
 
     def _record_shadow(self, claim: _Claim) -> None:
         """What production would have written to COUTMSGS, kept on the request row (D29)."""
-        body = sis.encode(claim.rtype, claim.styp, claim.seqn, self.clock.now(),
-                          start_text=claim.start_text, end_text=claim.end_text)
         now = self.clock.now()
+        body = sis.encode(claim.rtype, claim.styp, claim.seqn, now,
+                          start_text=claim.start_text, end_text=claim.end_text)
         with self.engine.begin() as conn:
             conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
                          .values(status=SHADOW, done_at=now, detail=(
