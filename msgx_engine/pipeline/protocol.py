@@ -45,6 +45,7 @@ from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import routing
 from msgx_engine.pipeline.group import GroupAborted, GroupCommit
+from msgx_engine.pipeline.lookahead import Lookahead
 from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
@@ -183,6 +184,7 @@ class Processor:
     source: BodySource = field(init=False)
     split_transactions: bool = False
     group: GroupCommit[StepResult] | None = None     # group commit (P10): only the pump sets it
+    lookahead: Lookahead | None = None               # ... with its read-ahead (P11)
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
 
     def __post_init__(self) -> None:
@@ -198,8 +200,19 @@ class Processor:
 
     # --- the queue head ------------------------------------------------------------------------
     def head(self, conn: Connection) -> QueueHead | None:
-        """The smallest non-terminal id (INV-3); the query also locks the writer row."""
-        return queue.head(conn, pid=_pid(conn), writer_row=locks.WRITER_ROW)
+        """The smallest non-terminal id (INV-3); the query also locks the writer row. In a group
+        it reads the next heads too, and while its transaction lasts they are taken in turn (P11)."""
+        ahead = self.lookahead
+        if ahead is None:
+            return queue.head(conn, pid=_pid(conn), writer_row=locks.WRITER_ROW)
+        found = ahead.take_head(conn)
+        if found is not None:
+            return found
+        heads = queue.heads(conn, pid=_pid(conn), writer_row=locks.WRITER_ROW, limit=ahead.size)
+        if not heads:
+            return None
+        ahead.keep_heads(conn, heads[1:])
+        return heads[0]
 
     def step(self, conn: Connection) -> StepResult:
         """Process the queue head once if it is due. Never lets a larger id overtake it (INV-3)."""
@@ -276,7 +289,8 @@ class Processor:
         if body is None:
             return self._vanished(head)
         try:
-            msg = decode(body, max_bytes=self.max_body_bytes)
+            msg = (self.lookahead and self.lookahead.take_decoded(head.msg_id)) or decode(
+                body, max_bytes=self.max_body_bytes)
         except SisRefused as exc:
             rule = self._ignored_by(exc.meta) if exc.meta is not None else None
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
@@ -294,7 +308,11 @@ class Processor:
         if not head.writer_held:
             self._rollback(conn, head)
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
-        routed = routing.decide(conn, msg, head.msg_id)
+        preloaded = None
+        if self.lookahead is not None:
+            preloaded = self.lookahead.states_for(conn, msg, head.msg_id, routing.preloadable_flids,
+                                                  self._decode_ahead)
+        routed = routing.decide(conn, msg, head.msg_id, preloaded)
         if routed.decision.alert:
             log.error("ALERT mailbox id %s %s: %s", head.msg_id, msg.meta.type_styp, routed.decision.alert)
         return routed
@@ -311,6 +329,8 @@ class Processor:
                                             replayed=head.replayed)
         outbox.check_record_sizes(events, self.max_record_bytes)    # before the first write (item 8)
         decision = routed.decision
+        if self.lookahead is not None:      # what it writes is read again by the next message (P11)
+            self.lookahead.written((st.flid for st in states), plans=bool(decision.plans))
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
             if not decision.plans:
@@ -536,6 +556,8 @@ class Processor:
         """Commit, and with it the open group: its messages are now terminal for good (their
         bodies are dropped, the ``after_tx2`` fault step is reached once per message)."""
         conn.commit()
+        if self.lookahead is not None:
+            self.lookahead.reset()
         group = self.group
         if group is not None and group.pending:
             for msg_id, result in group.pending:
@@ -552,6 +574,8 @@ class Processor:
             _rollback(conn)
         else:
             conn.rollback()
+        if self.lookahead is not None:
+            self.lookahead.reset()
         if self.group is not None and self.group.pending:
             if conn.invalidated:        # the session is gone, the group with it: the caller's error
                 self.group.discard()    # (a disconnect) goes to the pump, which reconnects
@@ -580,6 +604,17 @@ class Processor:
         """The message this one's identity is bound to inside the window (D26), if any."""
         return identity.bound_elsewhere(conn, msg.meta.identity, head.msg_id, head.registered_at,
                                         self.identity_window)
+
+    def _decode_ahead(self, msg_id: int) -> SisMessage | None:
+        """A read-ahead head's message, if its body is read already and decodes (P11); anything
+        else is left for its turn, where the usual path classifies it."""
+        body = self.source.cached(msg_id)
+        if body is None:
+            return None
+        try:
+            return decode(body, max_bytes=self.max_body_bytes)
+        except Exception:
+            return None
 
     def _ignored_by(self, meta: Meta) -> str | None:
         """US-04: case-insensitive TYPE-STYP / TYPE-* rules, checked before identity binding."""

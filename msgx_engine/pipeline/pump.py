@@ -26,6 +26,8 @@ from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.group import GroupCommit
 from msgx_engine.pipeline.intake import Intake
+from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
+from msgx_engine.pipeline.lookahead import Lookahead
 from msgx_engine.pipeline.protocol import Processor, StepKind
 from msgx_engine.pipeline.writer import LockLost
 from msgx_engine.store import locks, monitoring, queue
@@ -49,6 +51,7 @@ class PumpOptions:
     exit_when_waiting: bool = False  # drain only what is processable now (tests with a ManualClock)
     group_messages: int = 64         # group commit (P10): at most this many messages per commit (1: off)
     group_s: float = 0.05            # ... and a group stays open at most this long
+    read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11)
 
 
 @dataclass
@@ -96,6 +99,7 @@ class Pump:
         self.conn: Connection | None = None
         if self.options.group_messages > 1 and processor.folds_transactions:
             processor.group = GroupCommit(self.options.group_messages, self.options.group_s)
+            processor.lookahead = Lookahead(min(self.options.group_messages, self.options.read_ahead))
         self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(
             f"another msgx pump holds the writer lock (pg advisory lock {locks.PUMP}); "
             "this pump exits without processing"))

@@ -38,11 +38,14 @@ C = TypeVar("C")
 @dataclass(frozen=True)
 class Route(Generic[C]):
     """``load`` (under the lock) then ``decide`` (pure). ``flights`` names the loaded states the
-    decision's flight changes apply to (none for the lines that write plans only)."""
+    decision's flight changes apply to (none for the lines that write plans only). A route whose
+    whole context is the states of the flights ``flids`` names can take them read ahead
+    (``decide``'s ``preloaded``, P11) instead of loading them itself."""
 
     load: Callable[[Connection, SisMessage, int], C]
     decide: Callable[[SisMessage, C], Decision]
     flights: Callable[[C], Mapping[str, FlightState]] = field(default=lambda ctx: {})
+    flids: Callable[[SisMessage], list[str]] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,9 +118,9 @@ def _flights(ctx: FlightsContext) -> Mapping[str, FlightState]:
 
 
 # --- the table -----------------------------------------------------------------------------------
-_FLOP = Route(load_flights(flop_flids), lambda msg, ctx: handle_flop(msg, ctx.flights), _flights)
+_FLOP = Route(load_flights(flop_flids), lambda msg, ctx: handle_flop(msg, ctx.flights), _flights, flop_flids)
 _FDEL = Route(load_fdel, lambda msg, ctx: handle_fdel(msg, ctx.flights, ctx.children), _flights)
-_ADFT = Route(load_flights(adft_flids), lambda msg, ctx: handle_adft(msg, ctx.flights), _flights)
+_ADFT = Route(load_flights(adft_flids), lambda msg, ctx: handle_adft(msg, ctx.flights), _flights, adft_flids)
 _SNAPSHOT = Route(load_snapshot, snapshot.decide)
 _SEASON = Route(load_season, seasons.decide)
 _REFERENCE = Route(load_reference, reference.decide)
@@ -144,13 +147,25 @@ def route_for(msg: SisMessage) -> Route[Any] | None:
     return None
 
 
-def decide(conn: Connection, msg: SisMessage, msg_id: int) -> Routed:
+def preloadable_flids(msg: SisMessage) -> list[str] | None:
+    """The flights whose states are the message's whole context (None: its route loads more)."""
+    route = route_for(msg)
+    return route.flids(msg) if route is not None and route.flids is not None else None
+
+
+def decide(conn: Connection, msg: SisMessage, msg_id: int,
+           preloaded: Mapping[str, FlightState | None] | None = None) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
     derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
-    TYPE/STYP is SKIPPED(unsupported) (D8, INV-30)."""
+    TYPE/STYP is SKIPPED(unsupported) (D8, INV-30). ``preloaded``: flight states read ahead
+    under the lock in this transaction (None: not stored), used when they cover the message."""
     route = route_for(msg)
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
-    ctx = route.load(conn, msg, msg_id)
+    wanted = route.flids(msg) if route.flids is not None and preloaded else None
+    if wanted is not None and preloaded is not None and all(f in preloaded for f in wanted):
+        ctx: Any = FlightsContext({f: st for f in wanted if (st := preloaded[f]) is not None})
+    else:
+        ctx = route.load(conn, msg, msg_id)
     decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx), msg_id)
     return Routed(decision, flights)

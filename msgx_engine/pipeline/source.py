@@ -33,6 +33,10 @@ class BodySource:
             self._fill(conn, msg_id)
         return self._bodies.get(msg_id)
 
+    def cached(self, msg_id: int) -> str | None:
+        """The body if it was read ahead already (never reads the mailbox)."""
+        return self._bodies.get(msg_id)
+
     def forget(self, msg_id: int) -> None:
         self._bodies.pop(msg_id, None)
 

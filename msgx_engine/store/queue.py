@@ -60,14 +60,21 @@ _HEAD_SQL = (
     f"SELECT {', '.join(c if '(' in c else f'p.{c}' for c in _HEAD_COLUMNS)}, "
     "(SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
     "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen, (SELECT held FROM w) AS writer_held "
-    f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} ORDER BY p.msg_id LIMIT 1")
+    f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} ORDER BY p.msg_id LIMIT %(limit)s")
 
 
 def head(conn: Connection, *, pid: int, writer_row: str) -> QueueHead | None:
     """The queue head, locking the writer row ``writer_row`` of ``pipeline_lock`` (transaction 1
     starts here); ``pid`` is the backend that took the writer's advisory lock (-1: none)."""
-    row = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row}).first()
-    return QueueHead(*row) if row is not None else None
+    found = heads(conn, pid=pid, writer_row=writer_row, limit=1)
+    return found[0] if found else None
+
+
+def heads(conn: Connection, *, pid: int, writer_row: str, limit: int) -> list[QueueHead]:
+    """The head and up to ``limit - 1`` open messages after it, in id order, in the one statement
+    that locks the writer row: a group's later heads as they stand in this transaction (P11)."""
+    rows = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row, "limit": limit})
+    return [QueueHead(*row) for row in rows]
 
 
 def pass_gaps(conn: Connection, head_id: int, now: datetime) -> int:

@@ -1,0 +1,126 @@
+"""Read-ahead in a group (issue 16, docs/decisions.md P11): a group reads its next heads and the
+states of their flights once per transaction, and what it leaves behind is exactly what one
+message at a time leaves (INV-3 order, INV-8 terminal once, FS §5.4 whole states, C-25 cascade,
+INV-29 ADFT restore, snapshot generations), on PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+from builders import flop, gtdt
+from snapshot_builders import day_package, fltr, schd, sodt
+from sqlalchemy import event, text
+
+from msgx_engine.app import App
+from msgx_engine.config import Settings
+from msgx_engine.pipeline.lookahead import Lookahead
+from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.store.tables import detail_tables
+from tests.pipeline_support import gates
+
+_TIMES = ("event_id", "created_at", "updated_at", "deleted_at", "released_at", "sent_at", "terminal_at", "at")
+
+
+def _drain(app: App, **options) -> None:
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, **options)).run()
+
+
+def _rows(app: App, table: str, order: str) -> list[dict]:
+    with app.engine.connect() as conn:
+        rows = conn.execute(text(f"SELECT * FROM {table} ORDER BY {order}")).mappings()
+        return [{k: v for k, v in r.items() if k not in _TIMES} for r in rows]
+
+
+def _everything(app: App) -> dict[str, list[dict]]:
+    """Every flight row, detail row, outbox event (in order; ids differ where a group was rolled
+    back) and queue outcome, without wall times."""
+    tables = {"flight_schd": "flid", "msg_event": "event_id", "schd_gen": "fday", "schd_gen_flid": "fday, flid",
+              "proc_state": "msg_id"}
+    tables.update({name: "flid, ordinal" for name in detail_tables})
+    return {t: _rows(app, t, order) for t, order in tables.items()}
+
+
+def _adft(flid: str) -> str:
+    return schd("ADFT", fltr(flid, sodt(9), stnd="ADHOC"))
+
+
+def _mixed_day() -> list[str]:
+    """Messages that read the same flights again and again, with writes of every kind between
+    them: increments, a snapshot (plans), a re-snapshot deleting a flight, an FDEL, an ADFT
+    restoring a deleted flight, a new flight, an unsupported message (a group rolled back). RA5's
+    messages would fail nowhere if a state read ahead were used after a write: they would only
+    lose a field."""
+    return [
+        gtdt("RA1", (1, "A1")), gtdt("RA2", (1, "B1")),
+        flop("REMC", "RA5", "<REMC>first</REMC>"), gtdt("RA5", (1, "E1")), flop("REMC", "RA5", "<REMC>again</REMC>"),
+        day_package(["RA1", "RA2", "RA3"], 9),
+        gtdt("RA1", (1, "A2"), (2, "A3")), gtdt("RA3", (1, "C1")), gtdt("RA1", (1, "A4")),
+        flop("FDEL", "RA2", "<FDEL/>"), gtdt("RA2", (1, "B2")),
+        day_package(["RA1", "RA3"], 9),
+        gtdt("RA3", (1, "C2")), _adft("RA2"), gtdt("RA2", (1, "B3")),
+        gtdt("RA4", (1, "D1")), gtdt("RA4", (1, "D2")),
+        flop("QQQQ", "RA1", "<QQQQ/>"),
+        gtdt("RA1", (1, "A5")), gtdt("RA3", (1, "C3")), gtdt("RA4", (1, "D3")),
+    ]
+
+
+def test_p11_read_ahead_leaves_what_one_message_at_a_time_leaves(app, pg_dbs, mysql_dbs, clock, tmp_path):
+    """The same mailbox processed with groups and read-ahead (the pump's default) and one commit
+    per message without read-ahead (``group_messages=1``) ends in identical flights, details,
+    events, snapshot generations and queue outcomes."""
+    solo = App.from_settings(Settings(db_url=pg_dbs.fresh(), mailbox_url=mysql_dbs.fresh(), kafka_bootstrap=None,
+                                      redis_url=None, home=tmp_path / "solo", gap_grace_s=5.0), clock=clock)
+    try:
+        for xml in _mixed_day():
+            app.mailbox.put(xml)
+            solo.mailbox.put(xml)
+        _drain(app)
+        _drain(solo, group_messages=1)
+        grouped, alone = _everything(app), _everything(solo)
+    finally:
+        solo.dispose()
+    assert [r["status"] for r in grouped["proc_state"]].count("SUCCEEDED") >= 16
+    for table in grouped:
+        for a, b in zip(grouped[table], alone[table], strict=True):
+            assert a == b, (table, {k: (a[k], b[k]) for k in a if a[k] != b[k]})
+    assert gates(app, "RA1") == [(1, "A5")] and gates(app, "RA2") == [(1, "B3")]
+
+
+def test_p11_a_group_reads_its_heads_and_its_flights_once(app):
+    """16 GTDT messages on 16 stored flights, in one group: one head query and one flight load
+    for all of them (not one each), and every message SUCCEEDED in id order with its gate."""
+    for i in range(16):
+        app.mailbox.put(gtdt(f"RH{i:02d}", (1, "X0")))
+    _drain(app)
+    ids = [app.mailbox.put(gtdt(f"RH{i:02d}", (1, f"Y{i}"))) for i in range(16)]
+    heads: list[str] = []
+    loads: list[str] = []
+
+    def count(conn, cursor, statement, *rest) -> None:
+        if "FROM pipeline_lock WHERE name" in statement and "FROM proc_state p" in statement:
+            heads.append(statement)
+        if statement.startswith("WITH m AS (SELECT f.flid"):
+            loads.append(statement)
+
+    event.listen(app.engine, "before_cursor_execute", count)
+    _drain(app, group_s=60.0)
+    assert len(heads) <= 3, f"{len(heads)} head queries for 16 grouped messages"     # + the final idle look
+    assert len(loads) == 1, f"{len(loads)} flight loads for 16 grouped messages"
+    with app.engine.connect() as conn:
+        done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
+                                 "ORDER BY id"), {"m": ids[0]}).scalars().all()
+    assert done == ids
+    assert all(gates(app, f"RH{i:02d}") == [(1, f"Y{i}")] for i in range(16))
+
+
+def test_p11_what_was_read_ahead_is_dropped_with_its_transaction(app):
+    """Heads and states read ahead are only used inside the transaction that read them: after a
+    commit (made anywhere) they are gone, so nothing stale is ever used."""
+    ahead = Lookahead(4)
+    with app.engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+        ahead.keep_heads(conn, [])
+        ahead.flights["X"] = None
+        assert ahead.valid(conn)
+        conn.commit()
+        conn.execute(text("SELECT 1"))
+        assert not ahead.valid(conn)
+        assert ahead.flights == {} and ahead.take_head(conn) is None
