@@ -160,7 +160,15 @@ class SourceWait:
     exc: SourceUnavailable
 
 
-Outcome = Terminal | Failed | SourceWait | Wait
+@dataclass(frozen=True)
+class Applied:
+    """Transaction 1's writes and ``applied_at`` are in the open group's transaction (P12): the
+    post-commit step and the terminal status follow once the group commits."""
+
+    states: Sequence[FlightState]
+
+
+Outcome = Terminal | Failed | SourceWait | Wait | Applied
 
 
 class DecoderCrash(Exception):
@@ -189,6 +197,7 @@ class Processor:
 
     def __post_init__(self) -> None:
         self.source = BodySource(self.mailbox)
+        self._applied: dict[int, tuple[QueueHead, Sequence[FlightState]]] = {}   # the group's applied (P12)
 
     @property
     def folds_transactions(self) -> bool:
@@ -208,6 +217,8 @@ class Processor:
         found = ahead.take_head(conn)
         if found is not None:
             return found
+        if self._applied:     # applied, not yet terminal: the group commits before the head is read again
+            self._commit(conn)
         heads = queue.heads(conn, pid=_pid(conn), writer_row=locks.WRITER_ROW, limit=ahead.size)
         if not heads:
             return None
@@ -253,6 +264,8 @@ class Processor:
         msg: SisMessage | None = None
         try:
             if head.applied_at is not None:       # crash or hook failure after transaction 1 (INV-20b)
+                if self._applied:                 # the group before it finishes first (P12)
+                    self._commit(conn)
                 self.post_commit_steps(conn, head.msg_id, [])
                 return Terminal(Status.SUCCEEDED)
             step = Step.READ_AND_DECODE
@@ -270,6 +283,10 @@ class Processor:
                     faults.reach("before_tx1_commit")
                     return Terminal(Status.SUCCEEDED, msg=msg, applied_at=now)
                 step = Step.COMMIT_APPLIED
+                if self.group is not None and self.group.joins(head.msg_id):     # P12
+                    self.mark_applied(conn, head, msg, now)
+                    faults.reach("before_tx1_commit")
+                    return Applied(states)
                 self.commit_applied(conn, head, msg, now)
                 faults.reach("between_tx1_tx2")
                 step = Step.POST_COMMIT
@@ -347,13 +364,17 @@ class Processor:
 
     def commit_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
         """``applied_at`` and the identity binding, guarded; transaction 1 commits."""
-        if not queue.mark_applied(conn, head.msg_id, now=now, bind=self._bind(msg), msg_type=msg.meta.type,
-                                  msg_styp=msg.meta.styp, pid=_pid(conn)):
-            conn.rollback()
-            raise LockLost(f"mailbox id {head.msg_id} is no longer open or already applied; "
-                           "transaction 1 rolled back")
+        self.mark_applied(conn, head, msg, now)
         faults.reach("before_tx1_commit")
         conn.commit()
+
+    def mark_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
+        """``applied_at`` and the identity binding, guarded (transaction 1 stays open)."""
+        if not queue.mark_applied(conn, head.msg_id, now=now, bind=self._bind(msg), msg_type=msg.meta.type,
+                                  msg_styp=msg.meta.styp, pid=_pid(conn)):
+            self._rollback(conn, head)
+            raise LockLost(f"mailbox id {head.msg_id} is no longer open or already applied; "
+                           "transaction 1 rolled back")
 
     def post_commit_steps(self, conn: Connection, msg_id: int, states: Sequence[FlightState]) -> None:
         """The hooks between the transactions (INV-17b: terminal only after they succeed)."""
@@ -432,21 +453,58 @@ class Processor:
             return self._wait(conn, head, outcome)
         if isinstance(outcome, Failed):
             return self._failure(conn, head, outcome)
+        if isinstance(outcome, Applied):
+            return self._join_applied(conn, head, outcome)
         return self.commit_terminal(conn, head, outcome)
+
+    def _join_applied(self, conn: Connection, head: QueueHead, applied: Applied) -> StepResult:
+        """An applied message joins the open group (P12); counted once its terminal status commits."""
+        assert self.group is not None
+        result = StepResult(StepKind.PROCESSED, head.msg_id, Status.SUCCEEDED, deferred=True)
+        self._applied[head.msg_id] = (head, applied.states)
+        if self.group.add(head.msg_id, result):
+            self._commit(conn)
+        return result
+
+    def _finish_applied(self, conn: Connection, pending: list[tuple[int, StepResult]]) -> None:
+        """The group's transaction 1 has committed: each message's post-commit step, in id order,
+        then their terminal statuses in one transaction 2 (P12). A post-commit step that fails
+        (Redis down) makes that message wait as D22 says (FAILED, PROJECTION, backoff); the
+        messages after it stay applied and open behind it, and the head path finishes them
+        without applying their state again (INV-20b)."""
+        group = self.group
+        assert group is not None
+        applied, self._applied = self._applied, {}
+        finished: list[tuple[QueueHead, StepResult]] = []
+        failed: tuple[QueueHead, Exception] | None = None
+        for msg_id, result in pending:
+            head, states = applied[msg_id]
+            faults.reach("between_tx1_tx2")
+            try:
+                self.post_commit_steps(conn, msg_id, states)
+            except Exception as exc:
+                _rollback(conn)
+                failed = (head, exc)
+                break
+            finished.append((head, result))
+        now = self.clock.now()
+        for head, _ in finished:
+            self._status_write(conn, head, _terminal_values(Terminal(Status.SUCCEEDED), now), terminal=True,
+                               now=now, history=HistoryRow(Status.SUCCEEDED), commit=False)
+        conn.commit()
+        for head, result in finished:
+            self.source.forget(head.msg_id)
+            group.committed.append(result)
+            faults.reach("after_tx2")
+        if failed is not None:
+            waiting, error = failed
+            self._wait(conn, waiting, self._projection_wait(waiting, error))
 
     def commit_terminal(self, conn: Connection, head: QueueHead, t: Terminal,
                         attempts: int | None = None) -> StepResult:
         """Transaction 2: terminal status, history, backfill todo and event release, one statement."""
         now = self.clock.now()
-        values: dict[str, object] = {
-            "status": t.status, "reason": t.reason, "error_detail": t.detail, "terminal_at": now,
-            "updated_at": now, "next_attempt_at": None, "dup_of": t.dup_of}
-        if t.applied_at is not None:
-            values["applied_at"] = t.applied_at
-        if t.error_class is not None:
-            values["error_class"] = t.error_class
-        if attempts is not None:
-            values["attempts"] = attempts
+        values = _terminal_values(t, now, attempts)
         bind = None
         if t.msg is not None:
             values.update(msg_type=t.msg.meta.type, msg_styp=t.msg.meta.styp, payload_hash=t.msg.payload_hash)
@@ -559,7 +617,11 @@ class Processor:
         if self.lookahead is not None:
             self.lookahead.reset()
         group = self.group
-        if group is not None and group.pending:
+        if group is not None and group.pending and self._applied:
+            pending = list(group.pending)
+            group.pending.clear()
+            self._finish_applied(conn, pending)
+        elif group is not None and group.pending:
             for msg_id, result in group.pending:
                 self.source.forget(msg_id)
                 group.committed.append(result)
@@ -576,6 +638,7 @@ class Processor:
             conn.rollback()
         if self.lookahead is not None:
             self.lookahead.reset()
+        self._applied.clear()        # an open group's applied messages were rolled back with it
         if self.group is not None and self.group.pending:
             if conn.invalidated:        # the session is gone, the group with it: the caller's error
                 self.group.discard()    # (a disconnect) goes to the pump, which reconnects
@@ -593,6 +656,7 @@ class Processor:
 
     def discard_group(self) -> None:
         """The session was lost: an open group died with it, uncommitted (it is processed again)."""
+        self._applied.clear()
         if self.group is not None:
             self.group.discard()
 
@@ -665,6 +729,20 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         shown.append(state)
         events += outbox.change_events(msg_id, meta, state, changed, cleared)
     return states, events, shown
+
+
+def _terminal_values(t: Terminal, now: datetime, attempts: int | None = None) -> dict[str, object]:
+    """The columns a terminal status write sets."""
+    values: dict[str, object] = {
+        "status": t.status, "reason": t.reason, "error_detail": t.detail, "terminal_at": now,
+        "updated_at": now, "next_attempt_at": None, "dup_of": t.dup_of}
+    if t.applied_at is not None:
+        values["applied_at"] = t.applied_at
+    if t.error_class is not None:
+        values["error_class"] = t.error_class
+    if attempts is not None:
+        values["attempts"] = attempts
+    return values
 
 
 def _pid(conn: Connection) -> int:

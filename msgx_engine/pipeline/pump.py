@@ -97,7 +97,7 @@ class Pump:
         self.on_heartbeat = on_heartbeat
         self.should_stop = should_stop or (lambda: False)
         self.conn: Connection | None = None
-        if self.options.group_messages > 1 and processor.folds_transactions:
+        if self.options.group_messages > 1:
             processor.group = GroupCommit(self.options.group_messages, self.options.group_s)
             processor.lookahead = Lookahead(min(self.options.group_messages, self.options.read_ahead))
         self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(

@@ -48,22 +48,25 @@ def failing_hook(fail_ids: set[int], times: int):
     return hook
 
 
-def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock):
+@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "group"])
+def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock, grouped):
     """US-03 AC1, INV-3, INV-17b, INV-20b, D22: a failed post-commit step leaves the message FAILED
     (PROJECTION, no attempt used, error on its own record, next look +1 s) with state applied once
-    and events not yet releasable; the next id waits behind it; the retry runs only the remaining
-    steps."""
+    and events not yet releasable; the next id waits behind it (not terminal, events unreleased,
+    not marked; applied only when its transaction 1 was committed in the same group, P12); the
+    retry runs only the remaining steps, for both."""
     a = app.mailbox.put(gtdt("R1", (1, "A1")))
     b = app.mailbox.put(gtdt("R2", (1, "B1")))
     app.post_commit.append(failing_hook({a}, 1))
-    drain_now(app)
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, group_messages=64 if grouped else 1)).run()
     row = proc(app, a)
     assert (row.status, row.attempts, row.error_class) == ("FAILED", 0, "PROJECTION")
     assert "projection unavailable" in row.error_detail
     assert row.next_attempt_at == clock.now() + timedelta(seconds=1) and row.applied_at is not None
     assert [e.released_at for e in events(app, a)] == [None, None]
-    assert proc(app, b).status == "PENDING" and gates(app, "R2") == []
-    assert todo(app, a) is None and not is_marked(app, a)
+    assert proc(app, b).status == "PENDING" and gates(app, "R2") == ([(1, "B1")] if grouped else [])
+    assert [e.released_at for e in events(app, b)] == ([None, None] if grouped else [])
+    assert todo(app, a) is None and not is_marked(app, a) and not is_marked(app, b)
     clock.advance(0.5)
     drain_now(app)
     assert proc(app, a).status == "FAILED" and proc(app, b).status == "PENDING"
@@ -74,6 +77,7 @@ def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock):
     assert len(ev) == 2 and all(e.released_at is not None for e in ev)
     assert ev[0].state_version == 1 and is_marked(app, a)
     assert history(app, a) == [("FAILED", None, "PROJECTION", 0), ("SUCCEEDED", None, None, None)]
+    assert [e.state_version for e in events(app, b)] == [1, 1] and gates(app, "R2") == [(1, "B1")]
 
 
 class _Boom(Plan):

@@ -1,7 +1,9 @@
-"""Read-ahead in a group (issue 16, docs/decisions.md P11): a group reads its next heads and the
-states of their flights once per transaction, and what it leaves behind is exactly what one
-message at a time leaves (INV-3 order, INV-8 terminal once, FS §5.4 whole states, C-25 cascade,
-INV-29 ADFT restore, snapshot generations), on PostgreSQL and MariaDB."""
+"""Read-ahead in a group (issue 16, docs/decisions.md P11) and groups of two-transaction messages
+(P12): a group reads its next heads and the states of their flights once per transaction, a
+group of messages with a post-commit step commits their transaction 1 together, and what either
+leaves behind is exactly what one message at a time leaves (INV-3 order, INV-8 terminal once,
+INV-20b applied once, FS §5.4 whole states, C-25 cascade, INV-29 ADFT restore, snapshot
+generations), on PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -62,26 +64,77 @@ def _mixed_day() -> list[str]:
     ]
 
 
-def test_p11_read_ahead_leaves_what_one_message_at_a_time_leaves(app, pg_dbs, mysql_dbs, clock, tmp_path):
-    """The same mailbox processed with groups and read-ahead (the pump's default) and one commit
-    per message without read-ahead (``group_messages=1``) ends in identical flights, details,
-    events, snapshot generations and queue outcomes."""
-    solo = App.from_settings(Settings(db_url=pg_dbs.fresh(), mailbox_url=mysql_dbs.fresh(), kafka_bootstrap=None,
-                                      redis_url=None, home=tmp_path / "solo", gap_grace_s=5.0), clock=clock)
+def _assert_same(grouped: dict[str, list[dict]], alone: dict[str, list[dict]]) -> None:
+    for table in grouped:
+        for a, b in zip(grouped[table], alone[table], strict=True):
+            assert a == b, (table, {k: (a[k], b[k]) for k in a if a[k] != b[k]})
+
+
+def _new_app(pg_dbs, mysql_dbs, clock, home, **settings) -> App:
+    return App.from_settings(Settings(db_url=pg_dbs.fresh(), mailbox_url=mysql_dbs.fresh(), kafka_bootstrap=None,
+                                      redis_url=None, home=home, gap_grace_s=5.0, **settings), clock=clock)
+
+
+def _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, **settings) -> tuple[App, dict, dict]:
+    """The mixed day drained by the pump with groups and read-ahead, and by a pump with one
+    commit per message (``group_messages=1``), each on its own databases."""
+    app = _new_app(pg_dbs, mysql_dbs, clock, tmp_path / "grouped", **settings)
+    solo = _new_app(pg_dbs, mysql_dbs, clock, tmp_path / "solo", **settings)
     try:
         for xml in _mixed_day():
             app.mailbox.put(xml)
             solo.mailbox.put(xml)
         _drain(app)
         _drain(solo, group_messages=1)
-        grouped, alone = _everything(app), _everything(solo)
+        return app, _everything(app), _everything(solo)
     finally:
         solo.dispose()
+
+
+def test_p11_read_ahead_leaves_what_one_message_at_a_time_leaves(pg_dbs, mysql_dbs, clock, tmp_path):
+    """The same mailbox processed with groups and read-ahead (the pump's default) and one commit
+    per message without read-ahead (``group_messages=1``) ends in identical flights, details,
+    events, snapshot generations and queue outcomes."""
+    app, grouped, alone = _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path)
+    app.dispose()
     assert [r["status"] for r in grouped["proc_state"]].count("SUCCEEDED") >= 16
-    for table in grouped:
-        for a, b in zip(grouped[table], alone[table], strict=True):
-            assert a == b, (table, {k: (a[k], b[k]) for k in a if a[k] != b[k]})
-    assert gates(app, "RA1") == [(1, "A5")] and gates(app, "RA2") == [(1, "B3")]
+    _assert_same(grouped, alone)
+    assert (grouped["flight_schd"][0]["flid"], grouped["flight_gate"][-1]["gate"]) == ("RA1", "E1")
+
+
+def test_p12_two_transaction_groups_leave_what_one_message_at_a_time_leaves(pg_dbs, mysql_dbs, clock, tmp_path):
+    """With transaction 1 and 2 split (as with a post-commit step), a group commits its messages'
+    transaction 1 together, then their post-commit steps and terminal statuses: the end state is
+    the one-message-at-a-time state, and every message is terminal, applied once (INV-20b)."""
+    app, grouped, alone = _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, split_transactions=True)
+    try:
+        with app.engine.connect() as conn:
+            open_or_unapplied = conn.execute(text(
+                "SELECT count(*) FROM proc_state WHERE status NOT IN ('SUCCEEDED', 'SKIPPED', 'DEAD') "
+                "OR (status = 'SUCCEEDED' AND applied_at IS NULL)")).scalar_one()
+    finally:
+        app.dispose()
+    assert open_or_unapplied == 0
+    _assert_same(grouped, alone)
+
+
+def test_p12_a_group_of_two_transaction_messages_commits_together(pg_dbs, mysql_dbs, clock, tmp_path):
+    """40 GTDT messages with split transactions, drained in one group: far fewer commits than the
+    two per message they would take alone (fewer than one each), each SUCCEEDED once in id order with its gate."""
+    app = _new_app(pg_dbs, mysql_dbs, clock, tmp_path / "split", split_transactions=True)
+    try:
+        ids = [app.mailbox.put(gtdt(f"RS{i % 3}", (1, f"Z{i}"))) for i in range(40)]
+        commits: list[int] = []
+        event.listen(app.engine, "commit", lambda conn: commits.append(1))
+        _drain(app, group_s=60.0)
+        with app.engine.connect() as conn:
+            done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' ORDER BY id")
+                                ).scalars().all()
+        assert done == ids
+        assert len(commits) < 40, f"{len(commits)} commits for 40 split messages (alone: 2 each)"
+        assert [gates(app, f"RS{i}") for i in range(3)] == [[(1, "Z39")], [(1, "Z37")], [(1, "Z38")]]
+    finally:
+        app.dispose()
 
 
 def test_p11_a_group_reads_its_heads_and_its_flights_once(app):
