@@ -59,12 +59,15 @@ REFRESHES: tuple[Refresh[Any], ...] = (MAFL,)
 
 
 def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],
-                    msg_id: int | None = None) -> tuple[Decision, Mapping[str, FlightState]]:
+                    msg_id: int | None = None, before_read: Callable[[], None] = lambda: None
+                    ) -> tuple[Decision, Mapping[str, FlightState]]:
     """The decision with every derived field refreshed, and the loaded states it applies to. The
-    rules see the message's changes as they will be written (last writer wins by ``msg_id``)."""
+    rules see the message's changes as they will be written (last writer wins by ``msg_id``).
+    ``before_read`` runs before any statement that reads the store (the pump's write-behind
+    writes what it holds then, P13)."""
     if decision.outcome != APPLY or not decision.changes:
         return decision, flights
-    decision, flights = load_named(conn, decision, flights)
+    decision, flights = load_named(conn, decision, flights, before_read)
     rules = [rule for rule in REFRESHES if rule.concerns(decision.changes, flights)]
     if not rules:
         return decision, flights
@@ -73,14 +76,15 @@ def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, 
     for rule in rules:
         wanted = rule.wanted(moves)
         if wanted:
+            before_read()
             extra += rule.derive(moves, flights, rule.load(conn, wanted))
     if not extra:
         return decision, flights
-    return load_named(conn, replace(decision, changes=merge_changes(decision.changes, extra)), flights)
+    return load_named(conn, replace(decision, changes=merge_changes(decision.changes, extra)), flights, before_read)
 
 
-def load_named(conn: Connection, decision: Decision, flights: Mapping[str, FlightState]
-               ) -> tuple[Decision, Mapping[str, FlightState]]:
+def load_named(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],
+               before_read: Callable[[], None] = lambda: None) -> tuple[Decision, Mapping[str, FlightState]]:
     """Load (row-locked) the existing flights ``decision``'s changes name that the route did not
     load (``create=False``: a change that may create its flight was looked up by the route
     already), and drop the changes to them that would change nothing (a refreshed master already
@@ -88,6 +92,7 @@ def load_named(conn: Connection, decision: Decision, flights: Mapping[str, Fligh
     missing = {c.flid for c in decision.changes if not c.create} - set(flights)
     if not missing:
         return decision, flights
+    before_read()
     loaded = {**flights, **FlightRepository(conn).load(missing, for_update=True)}
     kept = tuple(c for c in decision.changes
                  if c.flid not in missing or effective(c, loaded.get(c.flid)) is not None)

@@ -100,6 +100,12 @@ class Lookahead:
         self.flights.update({f: loaded.get(f) for f in flids})
         return self.flights
 
+    def wrote(self, conn: Connection, states: Iterable[FlightState]) -> None:
+        """A message's states held by the write-behind (P13): the current states for the next
+        messages of this transaction."""
+        self._bind(conn)
+        self.flights.update({st.flid: st for st in states})
+
     def written(self, flids: Iterable[str], *, plans: bool) -> None:
         """A message wrote these flights (or plans, which may write any): read them again."""
         if plans:

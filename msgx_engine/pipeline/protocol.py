@@ -44,6 +44,7 @@ from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupAborted, GroupCommit
 from msgx_engine.pipeline.lookahead import Lookahead
 from msgx_engine.pipeline.plans import write_plans
@@ -193,6 +194,7 @@ class Processor:
     split_transactions: bool = False
     group: GroupCommit[StepResult] | None = None     # group commit (P10): only the pump sets it
     lookahead: Lookahead | None = None               # ... with its read-ahead (P11)
+    behind: WriteBehind | None = None                # ... and its write-behind (P13)
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
 
     def __post_init__(self) -> None:
@@ -219,6 +221,7 @@ class Processor:
             return found
         if self._applied:     # applied, not yet terminal: the group commits before the head is read again
             self._commit(conn)
+        self._send_behind(conn)     # the statuses held back must be in the store the head query reads
         heads = queue.heads(conn, pid=_pid(conn), writer_row=locks.WRITER_ROW, limit=ahead.size)
         if not heads:
             return None
@@ -329,7 +332,7 @@ class Processor:
         if self.lookahead is not None:
             preloaded = self.lookahead.states_for(conn, msg, head.msg_id, routing.preloadable_flids,
                                                   self._decode_ahead)
-        routed = routing.decide(conn, msg, head.msg_id, preloaded)
+        routed = routing.decide(conn, msg, head.msg_id, preloaded, before_read=lambda: self._send_behind(conn))
         if routed.decision.alert:
             log.error("ALERT mailbox id %s %s: %s", head.msg_id, msg.meta.type_styp, routed.decision.alert)
         return routed
@@ -346,6 +349,12 @@ class Processor:
                                             replayed=head.replayed)
         outbox.check_record_sizes(events, self.max_record_bytes)    # before the first write (item 8)
         decision = routed.decision
+        if self._holds_back(head, decision):       # written with the group's other messages (P13)
+            assert self.behind is not None and self.lookahead is not None
+            self.behind.hold(msg_id, states, routed.flights, events)
+            self.lookahead.wrote(conn, states)
+            return shown
+        self._send_behind(conn)
         if self.lookahead is not None:      # what it writes is read again by the next message (P11)
             self.lookahead.written((st.flid for st in states), plans=bool(decision.plans))
         with pipelined(conn):        # the writes travel together: one round trip, not one each
@@ -361,6 +370,32 @@ class Processor:
         # message's events name instead of only the changed ones; a silent write (F6) has no event
         # and nothing for the projection
         return [] if decision.plans else shown
+
+    def _holds_back(self, head: QueueHead, decision: Decision) -> bool:
+        """A folded message of the group that writes no plans hands its writes to the
+        write-behind (P13); plans read their own writes, so they are sent at once."""
+        return (self.behind is not None and self.lookahead is not None and self.group is not None
+                and self.folds_transactions and self.group.joins(head.msg_id) and not decision.plans)
+
+    def _send_behind(self, conn: Connection) -> None:
+        """Write what the write-behind holds (P13). Refused (an identity already bound, a lost
+        lock, any error), the group is rolled back and redone one message at a time (P10), where
+        each refusal is classified as before; a lost session goes to the pump."""
+        behind = self.behind
+        if behind is None or not behind.holding:
+            return
+        last = max([*behind.msg_ids, *(i for i, _ in self.group.pending)] if self.group else behind.msg_ids)
+        try:
+            behind.write(conn, now=self.clock.now(), pid=_pid(conn), window=self.identity_window)
+        except Exception as exc:
+            _rollback(conn)
+            if self.lookahead is not None:
+                self.lookahead.reset()
+            if self.group is None or conn.invalidated:
+                self.discard_group()
+                raise
+            log.info("the group's held writes were refused (%s: %s)", type(exc).__name__, safe_text(str(exc)[:200]))
+            raise self.group.abort(last) from exc
 
     def commit_applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime) -> None:
         """``applied_at`` and the identity binding, guarded; transaction 1 commits."""
@@ -513,8 +548,13 @@ class Processor:
                 bind = self._bind(t.msg)
         group = self.group if self.folds_transactions else None
         deferred = group is not None and group.joins(head.msg_id)
-        self._status_write(conn, head, values, terminal=True, now=now, history=HistoryRow(
-            t.status, t.reason, t.error_class, t.detail, attempts), bind=bind, commit=not deferred)
+        behind = self.behind
+        if deferred and behind is not None and head.msg_id in behind.msg_ids and t.msg is not None and t.applied_at:
+            behind.hold_terminal(queue.Applied(head.msg_id, t.applied_at, t.msg.meta.type, t.msg.meta.styp,
+                                               t.msg.payload_hash, t.msg.meta.identity))
+        else:
+            self._status_write(conn, head, values, terminal=True, now=now, history=HistoryRow(
+                t.status, t.reason, t.error_class, t.detail, attempts), bind=bind, commit=not deferred)
         if t.status == Status.DEAD:
             log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, safe_text(t.detail or ""))
         result = StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason, deferred=deferred)
@@ -613,6 +653,7 @@ class Processor:
     def _commit(self, conn: Connection) -> None:
         """Commit, and with it the open group: its messages are now terminal for good (their
         bodies are dropped, the ``after_tx2`` fault step is reached once per message)."""
+        self._send_behind(conn)
         conn.commit()
         if self.lookahead is not None:
             self.lookahead.reset()
@@ -639,6 +680,8 @@ class Processor:
         if self.lookahead is not None:
             self.lookahead.reset()
         self._applied.clear()        # an open group's applied messages were rolled back with it
+        if self.behind is not None:
+            self.behind.clear()
         if self.group is not None and self.group.pending:
             if conn.invalidated:        # the session is gone, the group with it: the caller's error
                 self.group.discard()    # (a disconnect) goes to the pump, which reconnects
@@ -646,9 +689,13 @@ class Processor:
             raise self.group.abort(head.msg_id)
 
     def flush(self, conn: Connection) -> None:
-        """Commit the open group, if any (the pump calls it before marking the mailbox)."""
+        """Commit the open group, if any (the pump calls it before marking the mailbox). A group
+        whose held writes are refused is rolled back here; the pump's next pass redoes it."""
         if self.group is not None and self.group.pending:
-            self._commit(conn)
+            try:
+                self._commit(conn)
+            except GroupAborted as exc:
+                log.info("%s", exc)
 
     def committed(self) -> list[StepResult]:
         """The grouped results committed since the last call (the pump counts them)."""
@@ -657,6 +704,8 @@ class Processor:
     def discard_group(self) -> None:
         """The session was lost: an open group died with it, uncommitted (it is processed again)."""
         self._applied.clear()
+        if self.behind is not None:
+            self.behind.clear()
         if self.group is not None:
             self.group.discard()
 

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.pipeline.backfill import Backfill
+from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupCommit
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
@@ -52,6 +53,7 @@ class PumpOptions:
     group_messages: int = 64         # group commit (P10): at most this many messages per commit (1: off)
     group_s: float = 0.05            # ... and a group stays open at most this long
     read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11)
+    write_behind: bool = True        # ... and writes its messages' states and statuses together (P13)
 
 
 @dataclass
@@ -100,6 +102,8 @@ class Pump:
         if self.options.group_messages > 1:
             processor.group = GroupCommit(self.options.group_messages, self.options.group_s)
             processor.lookahead = Lookahead(min(self.options.group_messages, self.options.read_ahead))
+            if processor.folds_transactions and self.options.write_behind:
+                processor.behind = WriteBehind()
         self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(
             f"another msgx pump holds the writer lock (pg advisory lock {locks.PUMP}); "
             "this pump exits without processing"))

@@ -154,11 +154,13 @@ def preloadable_flids(msg: SisMessage) -> list[str] | None:
 
 
 def decide(conn: Connection, msg: SisMessage, msg_id: int,
-           preloaded: Mapping[str, FlightState | None] | None = None) -> Routed:
+           preloaded: Mapping[str, FlightState | None] | None = None,
+           before_read: Callable[[], None] = lambda: None) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
     derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
     TYPE/STYP is SKIPPED(unsupported) (D8, INV-30). ``preloaded``: flight states read ahead
-    under the lock in this transaction (None: not stored), used when they cover the message."""
+    under the lock in this transaction (None: not stored), used when they cover the message.
+    ``before_read`` runs before any statement that reads the store (P13)."""
     route = route_for(msg)
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
@@ -166,6 +168,7 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int,
     if wanted is not None and preloaded is not None and all(f in preloaded for f in wanted):
         ctx: Any = FlightsContext({f: st for f in wanted if (st := preloaded[f]) is not None})
     else:
+        before_read()
         ctx = route.load(conn, msg, msg_id)
-    decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx), msg_id)
+    decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx), msg_id, before_read)
     return Routed(decision, flights)

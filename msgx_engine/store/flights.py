@@ -80,7 +80,7 @@ def _delete_sql(tables: tuple[str, ...]) -> str:
     return f"WITH {ctes} SELECT 1"
 
 
-def _collections(state: FlightState | None) -> tuple[object, ...] | None:
+def collections_of(state: FlightState | None) -> tuple[object, ...] | None:
     """The values a flight keeps in the detail tables (None: no stored flight)."""
     return None if state is None else tuple(state.fields.get(spec.key) for spec in COLLECTIONS)
 
@@ -204,7 +204,8 @@ class FlightRepository:
         return [states[f] for f in flids]
 
     def persist_next_states(self, states: Sequence[FlightState], *, now: datetime | None = None,
-                            previous: Mapping[str, FlightState] | None = None) -> None:
+                            previous: Mapping[str, FlightState] | None = None,
+                            detail_versions: Mapping[str, int] | None = None) -> None:
         """The single writer path: upsert main rows, then rewrite every detail group.
 
         ``now`` stamps ``updated_at``/``deleted_at``; callers pass their clock's time (the
@@ -212,6 +213,8 @@ class FlightRepository:
         loaded in this transaction: with them, only the flights whose collections moved get their
         detail rows rewritten, and only in the tables that held or will hold rows for them (a new
         flight has none to delete; a silent write of stamps has none to rewrite); without them, all 9.
+        ``detail_versions``: the ``record_version`` of a flight's detail rows when it is not the
+        state's own (the version whose message last moved them, P13).
         """
         if not states:
             return
@@ -224,7 +227,7 @@ class FlightRepository:
             r["updated_at"] = now
         self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param(rows))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
-            states = [st for st in states if _collections(st) != _collections(previous.get(st.flid))]
+            states = [st for st in states if collections_of(st) != collections_of(previous.get(st.flid))]
             if not states:
                 return
         if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
@@ -238,8 +241,9 @@ class FlightRepository:
         for state in states:
             for spec in COLLECTIONS:
                 entries = state.fields.get(spec.key) or ()
+                version = (detail_versions or {}).get(state.flid, state.state_version)
                 for ordinal, entry in enumerate(entries, start=1):
-                    inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, state.state_version))
+                    inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, version))
         for table_name, table_rows in inserts.items():
             self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], bulk.rows_param(table_rows))
 

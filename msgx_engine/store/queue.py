@@ -13,6 +13,7 @@ event release (INV-8). The rest is SQLAlchemy Core: it runs once per batch or sc
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -175,6 +176,61 @@ def write_status(conn: Connection, msg_id: int, values: dict[str, object], *, te
         params.update(identity.binding_params(bind.identity, bind.payload_hash, bind.window))
     sql = _status_sql(columns, terminal, pid is not None, bind is not None)
     return _bound(conn.exec_driver_sql(sql, params).one())
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One message of a group that applied its state: its terminal SUCCEEDED row (P13)."""
+
+    msg_id: int
+    applied_at: datetime
+    msg_type: str
+    msg_styp: str
+    payload_hash: str | None
+    identity: str
+
+
+# The terminal SUCCEEDED of a whole group in one statement (P13): what ``write_status`` writes
+# for each of them (status, history, backfill todo, event release, identity binding), guarded the
+# same way; rows in id order so history ids follow it.
+_APPLIED_GROUP_SQL = (
+    "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS x(msg_id bigint, applied_at timestamptz, "
+    "msg_type text, msg_styp text, payload_hash text, identity text, b_hash text)), "
+    f"u AS (UPDATE proc_state p SET status = '{Status.SUCCEEDED}', reason = NULL, error_detail = NULL, "
+    "terminal_at = %(now)s, updated_at = %(now)s, next_attempt_at = NULL, dup_of = NULL, "
+    "applied_at = v.applied_at, msg_type = v.msg_type, msg_styp = v.msg_styp, payload_hash = v.payload_hash, "
+    f"identity_key = v.identity FROM v WHERE p.msg_id = v.msg_id AND p.status IN {_OPEN_SQL} "
+    "AND pg_backend_pid() = %(pid)s RETURNING p.msg_id, p.created_at, v.b_hash, v.identity, v.payload_hash), "
+    "h AS (INSERT INTO proc_state_hst (msg_id, status, at) "
+    f"SELECT msg_id, '{Status.SUCCEEDED}', %(now)s::timestamptz FROM u ORDER BY msg_id), "
+    "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
+    f"SELECT msg_id, '{TodoStatus.PENDING}', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING), "
+    "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
+    "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL), "
+    "b AS (INSERT INTO msg_identity (identity_hash, identity, msg_id, payload_hash, registered_at, bound_at) "
+    "SELECT b_hash, identity, msg_id, payload_hash, created_at, %(now)s::timestamptz FROM u "
+    "ON CONFLICT (identity_hash) DO UPDATE SET identity = EXCLUDED.identity, msg_id = EXCLUDED.msg_id, "
+    "payload_hash = EXCLUDED.payload_hash, registered_at = EXCLUDED.registered_at, bound_at = EXCLUDED.bound_at "
+    "WHERE msg_identity.msg_id = EXCLUDED.msg_id "
+    "OR msg_identity.registered_at <= EXCLUDED.registered_at - %(window)s::interval RETURNING 1) "
+    "SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
+
+
+def write_applied(conn: Connection, rows: list[Applied], *, now: datetime, pid: int, window: timedelta) -> bool:
+    """The terminal SUCCEEDED of every message in ``rows`` with its identity bound, in one guarded
+    statement (P13). False when any row was refused (not open, or this session lost the writer
+    lock); ``IdentityTaken`` when any identity is held by another row inside the window, or two
+    of them are the same. Either way the caller rolls the transaction back."""
+    data = [{"msg_id": r.msg_id, "applied_at": r.applied_at.isoformat(), "msg_type": r.msg_type,
+             "msg_styp": r.msg_styp, "payload_hash": r.payload_hash, "identity": r.identity,
+             "b_hash": identity.identity_hash(r.identity)} for r in sorted(rows, key=lambda r: r.msg_id)]
+    if len({d["b_hash"] for d in data}) < len(data):
+        raise identity.IdentityTaken("two messages of one group carry the same identity")
+    written, bound = conn.exec_driver_sql(_APPLIED_GROUP_SQL, {
+        "rows": json.dumps(data, ensure_ascii=False), "now": now, "pid": pid, "window": window}).one()
+    if written == len(rows) and bound < written:
+        raise identity.IdentityTaken("an identity of the group is bound to another message inside the window")
+    return bool(written == len(rows))
 
 
 def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now: datetime) -> None:

@@ -1,9 +1,10 @@
-"""Read-ahead in a group (issue 16, docs/decisions.md P11) and groups of two-transaction messages
-(P12): a group reads its next heads and the states of their flights once per transaction, a
-group of messages with a post-commit step commits their transaction 1 together, and what either
-leaves behind is exactly what one message at a time leaves (INV-3 order, INV-8 terminal once,
-INV-20b applied once, FS §5.4 whole states, C-25 cascade, INV-29 ADFT restore, snapshot
-generations), on PostgreSQL and MariaDB."""
+"""Read-ahead in a group (issue 16, docs/decisions.md P11), groups of two-transaction messages
+(P12) and the group's write-behind (P13): a group reads its next heads and the states of their
+flights once per transaction and writes its states and statuses once, a group of messages with a
+post-commit step commits their transaction 1 together, and what each leaves behind is exactly
+what one message at a time leaves (INV-3 order, INV-8 terminal once, INV-9 duplicates, INV-20b
+applied once, FS §5.4 whole states, C-25 cascade, INV-29 ADFT restore, snapshot generations), on
+PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -46,12 +47,15 @@ def _adft(flid: str) -> str:
 
 def _mixed_day() -> list[str]:
     """Messages that read the same flights again and again, with writes of every kind between
-    them: increments, a snapshot (plans), a re-snapshot deleting a flight, an FDEL, an ADFT
-    restoring a deleted flight, a new flight, an unsupported message (a group rolled back). RA5's
-    messages would fail nowhere if a state read ahead were used after a write: they would only
-    lose a field."""
+    them: increments, a duplicate and an identity conflict inside one group, details that move
+    and come back, a snapshot (plans), a re-snapshot deleting a flight, an FDEL, an ADFT restoring
+    a deleted flight, a new flight, an unsupported message (a group rolled back). RA5's messages
+    would fail nowhere if a state read ahead were used after a write: they would only lose a
+    field."""
     return [
         gtdt("RA1", (1, "A1")), gtdt("RA2", (1, "B1")),
+        gtdt("RA6", (1, "F1"), seqn=990001), gtdt("RA6", (1, "F1"), seqn=990001), gtdt("RA6", (1, "F2"), seqn=990001),
+        gtdt("RA6", (1, "F3"), (2, "F4")), gtdt("RA6", (1, "F5")), gtdt("RA6", (1, "F3"), (2, "F4")),
         flop("REMC", "RA5", "<REMC>first</REMC>"), gtdt("RA5", (1, "E1")), flop("REMC", "RA5", "<REMC>again</REMC>"),
         day_package(["RA1", "RA2", "RA3"], 9),
         gtdt("RA1", (1, "A2"), (2, "A3")), gtdt("RA3", (1, "C1")), gtdt("RA1", (1, "A4")),
@@ -99,7 +103,9 @@ def test_p11_read_ahead_leaves_what_one_message_at_a_time_leaves(pg_dbs, mysql_d
     app.dispose()
     assert [r["status"] for r in grouped["proc_state"]].count("SUCCEEDED") >= 16
     _assert_same(grouped, alone)
-    assert (grouped["flight_schd"][0]["flid"], grouped["flight_gate"][-1]["gate"]) == ("RA1", "E1")
+    final = {(r["flid"], r["ordinal"]): (r["gate"], r["record_version"]) for r in grouped["flight_gate"]}
+    assert final[("RA1", 1)][0] == "A5" and final[("RA5", 1)] == ("E1", 2)
+    assert (final[("RA6", 1)], final[("RA6", 2)]) == (("F3", 4), ("F4", 4))
 
 
 def test_p12_two_transaction_groups_leave_what_one_message_at_a_time_leaves(pg_dbs, mysql_dbs, clock, tmp_path):
@@ -177,3 +183,37 @@ def test_p11_what_was_read_ahead_is_dropped_with_its_transaction(app):
         conn.execute(text("SELECT 1"))
         assert not ahead.valid(conn)
         assert ahead.flights == {} and ahead.take_head(conn) is None
+
+
+def test_p13_a_group_writes_its_states_and_statuses_once(app):
+    """16 GTDT messages on 16 stored flights, in one group: one flight upsert and one status
+    statement for all of them (not one each); each SUCCEEDED once in id order, released, with
+    its gate; a duplicate after the group is still SKIPPED(duplicate) (INV-9)."""
+    for i in range(16):
+        app.mailbox.put(gtdt(f"RW{i:02d}", (1, "X0")))
+    _drain(app)
+    bodies = [gtdt(f"RW{i:02d}", (1, f"Y{i}")) for i in range(16)]
+    ids = [app.mailbox.put(b) for b in bodies]
+    upserts: list[str] = []
+    statuses: list[str] = []
+
+    def count(conn, cursor, statement, *rest) -> None:
+        if statement.startswith("INSERT INTO flight_schd"):
+            upserts.append(statement)
+        if "UPDATE proc_state" in statement and "SUCCEEDED" in statement or "v_terminal_at" in statement:
+            statuses.append(statement)
+
+    event.listen(app.engine, "before_cursor_execute", count)
+    _drain(app, group_s=60.0)
+    assert (len(upserts), len(statuses)) == (1, 1), (len(upserts), len(statuses))
+    with app.engine.connect() as conn:
+        done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
+                                 "ORDER BY id"), {"m": ids[0]}).scalars().all()
+        unreleased = conn.execute(text("SELECT count(*) FROM msg_event WHERE released_at IS NULL")).scalar_one()
+    assert done == ids and unreleased == 0
+    assert all(gates(app, f"RW{i:02d}") == [(1, f"Y{i}")] for i in range(16))
+    dup = app.mailbox.put(bodies[3])
+    _drain(app)
+    with app.engine.connect() as conn:
+        assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
+                            {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
