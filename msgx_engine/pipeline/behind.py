@@ -21,7 +21,7 @@ from the store, a derived-field read (D30), a message with plans, a rollback's r
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -61,6 +61,14 @@ class WriteBehind:
                 self.detail_versions[state.flid] = state.state_version   # as a write of its own would stamp them
             self.states[state.flid] = state
         self.events.extend(events)
+
+    def concerns(self, test: Callable[[FlightState], bool] | None) -> bool:
+        """Whether what is held could change a read: a held flight, as it is held or as the store
+        has it, passes ``test`` (None: anything held)."""
+        if test is None:
+            return self.holding
+        return any(test(st) for st in self.states.values()) or any(
+            st is not None and test(st) for st in self.before.values())
 
     def hold_terminal(self, row: queue.Applied) -> None:
         self.applied.append(row)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
@@ -37,6 +38,19 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store.flights import FlightRepository
 
 R = TypeVar("R")
+
+# Called before a statement that reads flights from the store, with a test naming the flights whose
+# uncommitted held writes could change what it returns (None: any flight). The pump's write-behind
+# writes what it holds when one of them matches (P13); elsewhere it does nothing.
+BeforeRead = Callable[[Callable[[FlightState], bool] | None], None]
+
+
+def no_hold(concerns: Callable[[FlightState], bool] | None) -> None:
+    return None
+
+
+def _child_of(masters: frozenset[str], state: FlightState) -> bool:
+    return state.get("MAID") in masters
 
 
 @dataclass(frozen=True)
@@ -59,7 +73,7 @@ REFRESHES: tuple[Refresh[Any], ...] = (MAFL,)
 
 
 def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],
-                    msg_id: int | None = None, before_read: Callable[[], None] = lambda: None
+                    msg_id: int | None = None, before_read: BeforeRead = no_hold
                     ) -> tuple[Decision, Mapping[str, FlightState]]:
     """The decision with every derived field refreshed, and the loaded states it applies to. The
     rules see the message's changes as they will be written (last writer wins by ``msg_id``).
@@ -76,7 +90,7 @@ def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, 
     for rule in rules:
         wanted = rule.wanted(moves)
         if wanted:
-            before_read()
+            before_read(partial(_child_of, frozenset(wanted)))     # the children the rule reads
             extra += rule.derive(moves, flights, rule.load(conn, wanted))
     if not extra:
         return decision, flights
@@ -84,7 +98,7 @@ def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, 
 
 
 def load_named(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],
-               before_read: Callable[[], None] = lambda: None) -> tuple[Decision, Mapping[str, FlightState]]:
+               before_read: BeforeRead = no_hold) -> tuple[Decision, Mapping[str, FlightState]]:
     """Load (row-locked) the existing flights ``decision``'s changes name that the route did not
     load (``create=False``: a change that may create its flight was looked up by the route
     already), and drop the changes to them that would change nothing (a refreshed master already
@@ -92,7 +106,7 @@ def load_named(conn: Connection, decision: Decision, flights: Mapping[str, Fligh
     missing = {c.flid for c in decision.changes if not c.create} - set(flights)
     if not missing:
         return decision, flights
-    before_read()
+    before_read(lambda st: st.flid in missing)
     loaded = {**flights, **FlightRepository(conn).load(missing, for_update=True)}
     kept = tuple(c for c in decision.changes
                  if c.flid not in missing or effective(c, loaded.get(c.flid)) is not None)

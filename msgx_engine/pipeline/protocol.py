@@ -332,7 +332,8 @@ class Processor:
         if self.lookahead is not None:
             preloaded = self.lookahead.states_for(conn, msg, head.msg_id, routing.preloadable_flids,
                                                   self._decode_ahead)
-        routed = routing.decide(conn, msg, head.msg_id, preloaded, before_read=lambda: self._send_behind(conn))
+        routed = routing.decide(conn, msg, head.msg_id, preloaded,
+                                before_read=lambda concerns: self._send_behind(conn, concerns))
         if routed.decision.alert:
             log.error("ALERT mailbox id %s %s: %s", head.msg_id, msg.meta.type_styp, routed.decision.alert)
         return routed
@@ -377,12 +378,13 @@ class Processor:
         return (self.behind is not None and self.lookahead is not None and self.group is not None
                 and self.folds_transactions and self.group.joins(head.msg_id) and not decision.plans)
 
-    def _send_behind(self, conn: Connection) -> None:
-        """Write what the write-behind holds (P13). Refused (an identity already bound, a lost
-        lock, any error), the group is rolled back and redone one message at a time (P10), where
-        each refusal is classified as before; a lost session goes to the pump."""
+    def _send_behind(self, conn: Connection, concerns: Callable[[FlightState], bool] | None = None) -> None:
+        """Write what the write-behind holds (P13); with ``concerns``, only when a held flight
+        passes it (a read of other flights cannot see the held writes). Refused (an identity
+        already bound, a lost lock, any error), the group is rolled back and redone one message at
+        a time (P10), where each refusal is classified as before; a lost session goes to the pump."""
         behind = self.behind
-        if behind is None or not behind.holding:
+        if behind is None or not behind.concerns(concerns):
             return
         last = max([*behind.msg_ids, *(i for i, _ in self.group.pending)] if self.group else behind.msg_ids)
         try:

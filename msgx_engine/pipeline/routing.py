@@ -24,7 +24,7 @@ from msgx_engine.handlers.answers import OpenRequest
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
-from msgx_engine.pipeline.derived import refresh_derived
+from msgx_engine.pipeline.derived import BeforeRead, no_hold, refresh_derived
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
@@ -155,7 +155,7 @@ def preloadable_flids(msg: SisMessage) -> list[str] | None:
 
 def decide(conn: Connection, msg: SisMessage, msg_id: int,
            preloaded: Mapping[str, FlightState | None] | None = None,
-           before_read: Callable[[], None] = lambda: None) -> Routed:
+           before_read: BeforeRead = no_hold) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
     derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
     TYPE/STYP is SKIPPED(unsupported) (D8, INV-30). ``preloaded``: flight states read ahead
@@ -168,7 +168,7 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int,
     if wanted is not None and preloaded is not None and all(f in preloaded for f in wanted):
         ctx: Any = FlightsContext({f: st for f in wanted if (st := preloaded[f]) is not None})
     else:
-        before_read()
+        before_read(None)
         ctx = route.load(conn, msg, msg_id)
     decision, flights = refresh_derived(conn, route.decide(msg, ctx), route.flights(ctx), msg_id, before_read)
     return Routed(decision, flights)

@@ -41,17 +41,18 @@ def _everything(app: App) -> dict[str, list[dict]]:
     return {t: _rows(app, t, order) for t, order in tables.items()}
 
 
-def _adft(flid: str) -> str:
-    return schd("ADFT", fltr(flid, sodt(9), stnd="ADHOC"))
+def _adft(flid: str, extra: str = "") -> str:
+    return schd("ADFT", fltr(flid, sodt(9), stnd="ADHOC", extra=extra))
 
 
 def _mixed_day() -> list[str]:
     """Messages that read the same flights again and again, with writes of every kind between
     them: increments, a duplicate and an identity conflict inside one group, details that move
-    and come back, a snapshot (plans), a re-snapshot deleting a flight, an FDEL, an ADFT restoring
-    a deleted flight, a new flight, an unsupported message (a group rolled back). RA5's messages
-    would fail nowhere if a state read ahead were used after a write: they would only lose a
-    field."""
+    and come back, code-share children created before and after their master and moved to
+    another (D30: a master's MAFL reads children the group has not written yet), a snapshot
+    (plans), a re-snapshot deleting a flight, an FDEL, an ADFT restoring a deleted flight, a new
+    flight, an unsupported message (a group rolled back). RA5's messages would fail nowhere if a
+    state read ahead were used after a write: they would only lose a field."""
     return [
         gtdt("RA1", (1, "A1")), gtdt("RA2", (1, "B1")),
         gtdt("RA6", (1, "F1"), seqn=990001), gtdt("RA6", (1, "F1"), seqn=990001), gtdt("RA6", (1, "F2"), seqn=990001),
@@ -63,6 +64,8 @@ def _mixed_day() -> list[str]:
         day_package(["RA1", "RA3"], 9),
         gtdt("RA3", (1, "C2")), _adft("RA2"), gtdt("RA2", (1, "B3")),
         gtdt("RA4", (1, "D1")), gtdt("RA4", (1, "D2")),
+        _adft("RC1", "<MAID>RM1</MAID>"), _adft("RM1"), gtdt("RC2", (1, "G1")), _adft("RC2", "<MAID>RM1</MAID>"),
+        gtdt("RM1", (1, "H1")), _adft("RC1", "<MAID>RM2</MAID>"), _adft("RM2"),
         flop("QQQQ", "RA1", "<QQQQ/>"),
         gtdt("RA1", (1, "A5")), gtdt("RA3", (1, "C3")), gtdt("RA4", (1, "D3")),
     ]
@@ -106,6 +109,8 @@ def test_p11_read_ahead_leaves_what_one_message_at_a_time_leaves(pg_dbs, mysql_d
     final = {(r["flid"], r["ordinal"]): (r["gate"], r["record_version"]) for r in grouped["flight_gate"]}
     assert final[("RA1", 1)][0] == "A5" and final[("RA5", 1)] == ("E1", 2)
     assert (final[("RA6", 1)], final[("RA6", 2)]) == (("F3", 4), ("F4", 4))
+    mafl = {r["flid"]: r["mafl_text"] or "" for r in grouped["flight_schd"] if r["flid"] in ("RM1", "RM2")}
+    assert "RC2" in mafl["RM1"] and "RC1" not in mafl["RM1"] and "RC1" in mafl["RM2"], mafl
 
 
 def test_p12_two_transaction_groups_leave_what_one_message_at_a_time_leaves(pg_dbs, mysql_dbs, clock, tmp_path):
@@ -217,3 +222,20 @@ def test_p13_a_group_writes_its_states_and_statuses_once(app):
     with app.engine.connect() as conn:
         assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
                             {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
+
+
+def test_p13_a_master_sees_the_children_its_group_holds(app):
+    """D30, INV-21: a child created in a group, then its master: the master's derived MAFL (its
+    stored row and the event of the message that created it) names the child, whose write is
+    still held back when the master reads its children."""
+    app.mailbox.put(gtdt("RX0", (1, "X0")))
+    _drain(app)
+    app.mailbox.put(_adft("RK1", "<MAID>RN1</MAID>"))
+    master = app.mailbox.put(_adft("RN1"))
+    _drain(app, group_s=60.0)
+    with app.engine.connect() as conn:
+        stored = conn.execute(text("SELECT mafl_text FROM flight_schd WHERE flid = 'RN1'")).scalar_one()
+        payloads = conn.execute(text("SELECT payload FROM msg_event WHERE msg_id = :m AND flid = 'RN1'"),
+                                {"m": master}).scalars().all()
+    assert "RK1" in (stored or "")
+    assert payloads and all("RK1" in p for p in payloads), payloads
