@@ -5,15 +5,28 @@ in Python, and ``executemany`` sends one statement per row; a JSON array costs o
 (C) and the server expands it with ``json_populate_recordset`` (issue 16: the pump's upsert, the
 snapshot's 10,000 main rows and their detail rows, the outbox events). Row order is kept
 (``WITH ORDINALITY``), so serial ids follow it.
+
+Thousands of rows at once (a snapshot's 10,000 main rows, ~90,000 detail rows and 10,000 events)
+go by ``COPY`` instead (``copy_rows``, ``copy_upsert``; issue 16): psycopg writes each row in C and
+the server skips JSON parsing, where the JSON array cost a dict, its encoding and a
+``json_populate_recordset`` per row. ``COPY`` cannot run inside a pipeline (the pump's per-message
+writes), so the callers keep the JSON path for small batches and whenever ``copy_rows`` declines.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import date
+from functools import cache
 
+import psycopg
 from psycopg.types.json import Jsonb
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+COPY_MIN_ROWS = 500     # below this a JSON array is as cheap and may travel in a pipeline
 
 
 def insert_sql(table: str, columns: Sequence[str], conflict: str = "") -> str:
@@ -41,3 +54,62 @@ def _json_value(value: object) -> object:
     if isinstance(value, date):
         return value.isoformat()
     raise TypeError(f"no JSON for {type(value).__name__}")
+
+
+def _copyable(conn: Connection) -> psycopg.Connection | None:
+    """The psycopg connection under ``conn`` when COPY may run on it now (not in a pipeline)."""
+    raw = conn.connection.driver_connection
+    if not isinstance(raw, psycopg.Connection) or raw.pgconn.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+        return None
+    return raw
+
+
+@contextmanager
+def _as_dbapi_errors(raw: psycopg.Connection) -> Iterator[None]:
+    """Raw psycopg errors as SQLAlchemy ``DBAPIError``, so callers classify them like any other
+    database error (as ``db.pipelined`` does)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise DBAPIError.instance(None, None, exc, psycopg.Error,
+                                  connection_invalidated=raw.closed or raw.broken) from exc
+
+
+def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> bool:
+    """``COPY table (columns)`` from ``rows`` (value tuples in column order) in the caller's
+    transaction; False (nothing written) when COPY cannot run here: the caller writes them
+    otherwise. Rows keep their order, so serial ids follow it."""
+    raw = _copyable(conn)
+    if raw is None:
+        return False
+    with _as_dbapi_errors(raw), raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
+        for row in rows:
+            cp.write_row(row)
+    return True
+
+
+@cache
+def _upsert_from_sql(table: str, columns: tuple[str, ...], conflict: str) -> tuple[str, str, str]:
+    temp = f"copy_{table}"
+    cols = ", ".join(columns)
+    return (f"CREATE TEMP TABLE {temp} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP",
+            f"INSERT INTO {table} ({cols}) SELECT {cols} FROM {temp} {conflict}", f"DROP TABLE {temp}")
+
+
+def copy_upsert(conn: Connection, table: str, columns: tuple[str, ...], rows: Iterable[Sequence[object]],
+                conflict: str) -> bool:
+    """``COPY`` into a temporary copy of ``table``, then one ``INSERT … SELECT … conflict`` from it
+    (the temporary table is dropped at once, and by the commit or rollback anyway); False when
+    COPY cannot run here."""
+    raw = _copyable(conn)
+    if raw is None:
+        return False
+    create, upsert, drop = _upsert_from_sql(table, columns, conflict)
+    with _as_dbapi_errors(raw), raw.cursor() as cur:
+        cur.execute(create)
+        with cur.copy(f"COPY copy_{table} ({', '.join(columns)}) FROM STDIN") as cp:
+            for row in rows:
+                cp.write_row(row)
+        cur.execute(upsert)
+        cur.execute(drop)
+    return True

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from functools import cache
 from types import MappingProxyType
@@ -102,6 +102,46 @@ _DETAIL_INSERT_SQL = {name: bulk.insert_sql(name, tuple(c.name for c in t.c if c
 _SPECS_BY_TABLE: dict[str, list[CollectionSpec]] = defaultdict(list)
 for _spec in COLLECTIONS:
     _SPECS_BY_TABLE[_spec.table].append(_spec)
+
+# The COPY path of large batches (a snapshot; store/bulk.py): value tuples in column order.
+_COPY_MAIN_COLUMNS = _MAIN_COLUMNS     # updated_at included: persist_next_states sets it
+_UPSERT_CONFLICT = "ON CONFLICT (flid) DO UPDATE SET " + ", ".join(
+    f"{c} = EXCLUDED.{c}" for c in _COPY_MAIN_COLUMNS if c != "flid")
+_DETAIL_COLUMNS = {name: tuple(c.name for c in t.c if c.name != "created_at") for name, t in detail_tables.items()}
+_FIXED = ("flid", "ordinal", "record_version", "route_kind")
+
+
+@cache
+def _entry_slots(spec: CollectionSpec) -> tuple[dict[str, int], tuple[int, int, int], int | None]:
+    """Where each entry key goes in a ``_DETAIL_COLUMNS`` tuple (the rule of ``_entry_to_row``:
+    the sequence attribute to ``source_seq``, any other key to its lower-cased column), the slots
+    of ``flid``, ``ordinal`` and ``record_version``, and the slot of ``route_kind``."""
+    columns = _DETAIL_COLUMNS[spec.table]
+    slots = {c.upper(): i for i, c in enumerate(columns) if c not in _FIXED}
+    if spec.seq_attr:
+        slots[spec.seq_attr] = columns.index("source_seq")
+    fixed = (columns.index("flid"), columns.index("ordinal"), columns.index("record_version"))
+    return slots, fixed, columns.index("route_kind") if spec.route_kind else None
+
+
+def _detail_tuples(states: Sequence[FlightState], table: str) -> Iterator[list[object]]:
+    """The detail rows of ``table`` for ``states`` as value lists in ``_DETAIL_COLUMNS`` order."""
+    width = len(_DETAIL_COLUMNS[table])
+    for spec in _SPECS_BY_TABLE[table]:
+        slots, (at_flid, at_ordinal, at_version), kind_slot = _entry_slots(spec)
+        for state in states:
+            entries = cast(tuple[Mapping[str, str], ...], state.fields.get(spec.key) or ())
+            for ordinal, entry in enumerate(entries, start=1):
+                row: list[object] = [None] * width
+                row[at_flid], row[at_ordinal], row[at_version] = state.flid, ordinal, state.state_version
+                if kind_slot is not None:
+                    row[kind_slot] = spec.route_kind
+                for key, value in entry.items():
+                    slot = slots.get(key)
+                    if slot is None:
+                        raise ValueError(f"{spec.key} entry key {key!r} has no column in {spec.table}")
+                    row[slot] = value
+                yield row
 
 
 def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
@@ -225,7 +265,10 @@ class FlightRepository:
         rows = [state_to_row(s, now) for s in states]
         for r in rows:
             r["updated_at"] = now
-        self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param(rows))
+        if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_upsert(
+                self.conn, "flight_schd", _COPY_MAIN_COLUMNS, ([r[c] for c in _COPY_MAIN_COLUMNS] for r in rows),
+                _UPSERT_CONFLICT):
+            self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param(rows))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
             states = [st for st in states if collections_of(st) != collections_of(previous.get(st.flid))]
             if not states:
@@ -237,6 +280,10 @@ class FlightRepository:
             tables = tuple(t for t in detail_tables if t in _tables_holding(olds))
         if tables:
             self.conn.exec_driver_sql(_delete_sql(tables), {"flids": [s.flid for s in states]})
+        if sum(len(st.fields.get(spec.key) or ()) for st in states for spec in COLLECTIONS) >= bulk.COPY_MIN_ROWS:
+            if all(bulk.copy_rows(self.conn, name, _DETAIL_COLUMNS[name], _detail_tuples(states, name))
+                   for name in _SPECS_BY_TABLE):
+                return
         inserts: dict[str, list[dict]] = defaultdict(list)
         for state in states:
             for spec in COLLECTIONS:

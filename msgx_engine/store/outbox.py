@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime
 
 from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, union_all, update
@@ -53,15 +53,19 @@ class OutboxRow:
 
 
 _ROW_COLUMNS = tuple(f.name for f in fields(OutboxRow))
+assert _ROW_COLUMNS == ("msg_id", "flid", "topic", "kind", "state_version", "payload")   # insert's tuples
 # Plain SQL built once, sent with ``exec_driver_sql`` (no statement construction per message).
 _INSERT_SQL = bulk.insert_sql("msg_event", _ROW_COLUMNS)
 
 
 def insert(conn: Connection, rows: Sequence[OutboxRow]) -> None:
-    """Write ``rows`` unreleased, in one statement (store/bulk.py), event ids in row order."""
-    if rows:
-        conn.exec_driver_sql(_INSERT_SQL, bulk.rows_param([dict(zip(_ROW_COLUMNS, astuple(r), strict=True))
-                                                          for r in rows]))
+    """Write ``rows`` unreleased, in one statement (store/bulk.py; a snapshot's thousands by COPY),
+    event ids in row order."""
+    if not rows:
+        return
+    values = [(r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload) for r in rows]
+    if len(values) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", _ROW_COLUMNS, values):
+        conn.exec_driver_sql(_INSERT_SQL, bulk.rows_param([dict(zip(_ROW_COLUMNS, v, strict=True)) for v in values]))
 
 
 # A Kafka record is its key, its value and the headers (event_id, state_version, msg_id) plus the
