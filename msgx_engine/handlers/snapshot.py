@@ -334,8 +334,7 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     deleted = diff + sorted(set(codeshare.cascade(diff, inp.children)) - members - set(diff))
     after = _after(written, deleted)
     after_children = codeshare.children_after(after)
-    written = [replace(s, fields=_with(s.fields, codeshare.MAFL,
-                                       codeshare.derived_mafl(s.flid, inp.children, after, after_children)))
+    written = [_with_mafl(s, codeshare.derived_mafl(s.flid, inp.children, after, after_children))
                if s.flid in inp.children else s for s in written]
     return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
                         len(inp.flights), inp.request.req_id if inp.request else None)
@@ -359,6 +358,14 @@ def outside_masters(inp: SnapshotInput, plan: SnapshotPlan) -> list[FlightChange
                                                    codeshare.derived_mafl(m, inp.children, after, after_children)),),
                          create=False)
             for m in sorted(touched - set(after), key=codeshare.flid_order) if m in inp.children]
+
+
+def _with_mafl(state: FlightState, mafl: Value) -> FlightState:
+    """``state`` with its derived MAFL; the same object when that changes nothing (a flight with no
+    children and no MAFL: nearly all of a package's 10,000)."""
+    if mafl == () and codeshare.MAFL not in state.fields:
+        return state
+    return replace(state, fields=_with(state.fields, codeshare.MAFL, mafl))
 
 
 def _with(fields: Fields, key: str, value: Value) -> Fields:

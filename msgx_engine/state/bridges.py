@@ -61,8 +61,10 @@ def bridges_for(stands: Iterable[str], mapping: BridgeMap | None) -> dict[str, t
 
 
 def derive(state: FlightState, mapping: BridgeMap | None) -> FlightState:
-    """``state`` with its airbridges derived from ``mapping`` (None: the category was never loaded)."""
-    return replace(state, bridges=bridges_for(stands_of(state), mapping))
+    """``state`` with its airbridges derived from ``mapping`` (None: the category was never loaded);
+    the same object when they are already those (no copy per flight of a 10,000-flight snapshot)."""
+    bridges = bridges_for(stands_of(state), mapping)
+    return state if bridges == state.bridges else replace(state, bridges=bridges)
 
 
 def needs_derivation(before: FlightState | None, after: FlightState) -> bool:

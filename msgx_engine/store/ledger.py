@@ -34,6 +34,7 @@ from msgx_engine.store.tables import flight_schd, schd_gen, schd_gen_flid, schd_
 
 log = logging.getLogger(__name__)
 _FLIDS = bindparam("flids", type_=ARRAY(Text))
+_ADD_MEMBERS_SQL = "INSERT INTO schd_gen_flid (fday, flid) SELECT %(fday)s, unnest(%(flids)s::text[])"
 
 
 class LedgerConflict(SQLAlchemyError):
@@ -125,8 +126,8 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
     if gone:
         conn.execute(delete(schd_gen_flid).where(schd_gen_flid.c.fday == day,
                                                  schd_gen_flid.c.flid == any_(_FLIDS)), {"flids": gone})
-    if added:
-        conn.execute(insert(schd_gen_flid), [{"fday": day, "flid": f} for f in added])
+    if added:     # one statement with one array, not an executemany of 10,000 rows (issue 16)
+        conn.exec_driver_sql(_ADD_MEMBERS_SQL, {"fday": day, "flids": added})
 
 
 def record_run(conn: Connection, msg_id: int, plan: SnapshotPlan, version: int, now: datetime,
