@@ -162,26 +162,32 @@ _DTTM_PATH = ["MSG", "META", "DTTM"]
 def _canonical_hash(root: etree._Element) -> str:
     """Hash of the content without formatting whitespace and without META/DTTM (a resend with a
     new timestamp is still the same message): per element ``<TAG[sorted (attr, value)]>text``, its
-    children, ``</TAG>``. Stored hashes are compared across versions, so these bytes never change;
-    one flat walk (no recursion) and one digest update keep a 10 MB package cheap."""
+    children, ``</TAG>``. Stored hashes are compared across versions, so these bytes never change
+    (pinned in tests/unit/test_canonical_hash.py). One flat walk over the elements only (no
+    recursion; comments and PIs filtered in C), the open tags kept on a stack instead of read
+    again at their end, ``items()`` instead of an ``attrib`` proxy per element, and one digest
+    update keep a 10 MB package's 520,000 elements cheap (issue 16)."""
     parts: list[str] = []
     add = parts.append
-    path: list[str] = []
+    stack: list[str] = []
+    push, pop = stack.append, stack.pop
     skip = 0                                  # > 0: inside META/DTTM
-    for event, el in etree.iterwalk(root, events=("start", "end")):
-        tag = el.tag
-        if not isinstance(tag, str):
-            continue
+    for event, el in etree.iterwalk(root, events=("start", "end"), tag=etree.Element):
         if event == "start":
-            path.append(tag)
-            if skip or path == _DTTM_PATH:
+            tag = el.tag
+            push(tag)
+            if skip:
                 skip += 1
                 continue
-            attrib = el.attrib
-            attrs = sorted((k, v.strip()) for k, v in attrib.items() if not k.startswith("{")) if attrib else []
-            add(f"<{tag}{attrs}>{(el.text or '').strip()}")
+            if tag == "DTTM" and stack == _DTTM_PATH:
+                skip = 1
+                continue
+            items = el.items()
+            text = el.text
+            attrs = sorted((k, v.strip()) for k, v in items if not k.startswith("{")) if items else []
+            add(f"<{tag}{attrs}>{text.strip() if text else ''}")
         else:
-            path.pop()
+            tag = pop()
             if skip:
                 skip -= 1
                 continue
