@@ -8,7 +8,6 @@ published inside the document: ``ABDG`` in each PSDT entry, ``STND_ABDG`` beside
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import date
 from types import MappingProxyType
 
@@ -19,11 +18,13 @@ BOOKKEEPING = frozenset({"FLID", "STATE_VERSION", "FDAY"})
 
 
 def plain(value: Value) -> object:
+    """A value as JSON-ready Python. Concrete types are checked before the ``Mapping`` ABC, whose
+    ``isinstance`` is several times slower (10,000 whole states per snapshot, issue 16)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, Mapping):
-        return dict(value)
-    return [dict(e) for e in value]
+    if isinstance(value, (tuple, list)):
+        return [dict(e) for e in value]
+    return dict(value)
 
 
 def state_document(state: FlightState) -> dict:
