@@ -124,16 +124,20 @@ def _entry_slots(spec: CollectionSpec) -> tuple[dict[str, int], tuple[int, int, 
     return slots, fixed, columns.index("route_kind") if spec.route_kind else None
 
 
-def _detail_tuples(states: Sequence[FlightState], table: str) -> Iterator[list[object]]:
-    """The detail rows of ``table`` for ``states`` as value lists in ``_DETAIL_COLUMNS`` order."""
+def _detail_tuples(states: Sequence[FlightState], table: str,
+                   versions: Mapping[str, int] | None = None) -> Iterator[list[object]]:
+    """The detail rows of ``table`` for ``states`` as value lists in ``_DETAIL_COLUMNS`` order
+    (``versions``: a flight's ``record_version`` when it is not its state's own)."""
+    versions = versions or {}
     width = len(_DETAIL_COLUMNS[table])
     for spec in _SPECS_BY_TABLE[table]:
         slots, (at_flid, at_ordinal, at_version), kind_slot = _entry_slots(spec)
         for state in states:
             entries = cast(tuple[Mapping[str, str], ...], state.fields.get(spec.key) or ())
+            version = versions.get(state.flid, state.state_version)
             for ordinal, entry in enumerate(entries, start=1):
                 row: list[object] = [None] * width
-                row[at_flid], row[at_ordinal], row[at_version] = state.flid, ordinal, state.state_version
+                row[at_flid], row[at_ordinal], row[at_version] = state.flid, ordinal, version
                 if kind_slot is not None:
                     row[kind_slot] = spec.route_kind
                 for key, value in entry.items():
@@ -281,7 +285,7 @@ class FlightRepository:
         if tables:
             self.conn.exec_driver_sql(_delete_sql(tables), {"flids": [s.flid for s in states]})
         if sum(len(st.fields.get(spec.key) or ()) for st in states for spec in COLLECTIONS) >= bulk.COPY_MIN_ROWS:
-            if all(bulk.copy_rows(self.conn, name, _DETAIL_COLUMNS[name], _detail_tuples(states, name))
+            if all(bulk.copy_rows(self.conn, name, _DETAIL_COLUMNS[name], _detail_tuples(states, name, detail_versions))
                    for name in _SPECS_BY_TABLE):
                 return
         inserts: dict[str, list[dict]] = defaultdict(list)
