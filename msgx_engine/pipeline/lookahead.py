@@ -33,7 +33,7 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.queue import QueueHead
 
-DEFAULT_SIZE = 16
+DEFAULT_SIZE = 64
 
 
 @dataclass
