@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any, cast
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, func, select
+from sqlalchemy import Connection, func, select
 
 from msgx_engine.handlers.codeshare import ChildRef
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS, CollectionSpec
@@ -98,6 +98,10 @@ _UPSERT_SQL = bulk.insert_sql("flight_schd", _MAIN_COLUMNS, "ON CONFLICT (flid) 
 _DETAIL_INSERT_SQL = {name: bulk.insert_sql(name, tuple(c.name for c in t.c if c.name != "created_at"))
                       for name, t in detail_tables.items()}
 
+
+# On the hot path for every new flight (D30: children may already wait for it): plain SQL.
+_CHILDREN_SQL = ("SELECT maid, flid, alcd, flno FROM flight_schd WHERE maid = ANY(%(masters)s) AND NOT deleted "
+                 "ORDER BY maid, flid")
 
 _SPECS_BY_TABLE: dict[str, list[CollectionSpec]] = defaultdict(list)
 for _spec in COLLECTIONS:
@@ -305,11 +309,7 @@ class FlightRepository:
         wanted = sorted(set(masters))
         if not wanted:
             return {}
-        c = flight_schd.c
-        rows = self.conn.execute(select(c.maid, c.flid, c.alcd, c.flno)
-                                 .where(c.maid == any_(bindparam("masters", type_=ARRAY(Text))),
-                                        c.deleted.is_(False))
-                                 .order_by(c.maid, c.flid), {"masters": wanted})
+        rows = self.conn.exec_driver_sql(_CHILDREN_SQL, {"masters": wanted})
         children: dict[str, list[ChildRef]] = {m: [] for m in wanted}
         for maid, flid, alcd, flno in rows:
             children[maid].append(ChildRef(flid, alcd, flno))
