@@ -75,7 +75,7 @@ class Lookahead:
     def take_decoded(self, msg_id: int) -> SisMessage | None:
         return self.decoded.pop(msg_id, None)
 
-    def states_for(self, conn: Connection, msg: SisMessage, msg_id: int,
+    def states_for(self, conn: Connection, msg: SisMessage,
                    flids_of: Callable[[SisMessage], list[str] | None],
                    decode_ahead: Callable[[int], SisMessage | None]) -> Mapping[str, FlightState | None] | None:
         """The read-ahead states covering ``msg``'s flights, loading (row-locked, one statement)
@@ -88,7 +88,7 @@ class Lookahead:
         if all(f in self.flights for f in wanted):
             return self.flights
         flids = set(wanted)
-        for head in list(self.heads)[: self.size]:
+        for head in self.heads:
             later = self.decoded.get(head.msg_id) or decode_ahead(head.msg_id)
             if later is None:
                 continue

@@ -330,8 +330,7 @@ class Processor:
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
         preloaded = None
         if self.lookahead is not None:
-            preloaded = self.lookahead.states_for(conn, msg, head.msg_id, routing.preloadable_flids,
-                                                  self._decode_ahead)
+            preloaded = self.lookahead.states_for(conn, msg, routing.preloadable_flids, self._decode_ahead)
         routed = routing.decide(conn, msg, head.msg_id, preloaded,
                                 before_read=lambda concerns: self._send_behind(conn, concerns))
         if routed.decision.alert:
@@ -524,10 +523,8 @@ class Processor:
                 failed = (head, exc)
                 break
             finished.append((head, result))
-        now = self.clock.now()
         for head, _ in finished:
-            self._status_write(conn, head, _terminal_values(Terminal(Status.SUCCEEDED), now), terminal=True,
-                               now=now, history=HistoryRow(Status.SUCCEEDED), commit=False)
+            self._write_terminal(conn, head, Terminal(Status.SUCCEEDED), None, commit=False)
         conn.commit()
         for head, result in finished:
             self.source.forget(head.msg_id)
@@ -539,15 +536,8 @@ class Processor:
 
     def commit_terminal(self, conn: Connection, head: QueueHead, t: Terminal,
                         attempts: int | None = None) -> StepResult:
-        """Transaction 2: terminal status, history, backfill todo and event release, one statement."""
-        now = self.clock.now()
-        values = _terminal_values(t, now, attempts)
-        bind = None
-        if t.msg is not None:
-            values.update(msg_type=t.msg.meta.type, msg_styp=t.msg.meta.styp, payload_hash=t.msg.payload_hash)
-            if t.bind:
-                values["identity_key"] = t.msg.meta.identity
-                bind = self._bind(t.msg)
+        """Transaction 2: terminal status, history, backfill todo and event release, one statement
+        (held back with the group's others when the write-behind holds the message's writes, P13)."""
         group = self.group if self.folds_transactions else None
         deferred = group is not None and group.joins(head.msg_id)
         behind = self.behind
@@ -555,8 +545,7 @@ class Processor:
             behind.hold_terminal(queue.Applied(head.msg_id, t.applied_at, t.msg.meta.type, t.msg.meta.styp,
                                                t.msg.payload_hash, t.msg.meta.identity))
         else:
-            self._status_write(conn, head, values, terminal=True, now=now, history=HistoryRow(
-                t.status, t.reason, t.error_class, t.detail, attempts), bind=bind, commit=not deferred)
+            self._write_terminal(conn, head, t, attempts, commit=not deferred)
         if t.status == Status.DEAD:
             log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, safe_text(t.detail or ""))
         result = StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason, deferred=deferred)
@@ -567,6 +556,28 @@ class Processor:
         self.source.forget(head.msg_id)
         faults.reach("after_tx2")
         return result
+
+    def _write_terminal(self, conn: Connection, head: QueueHead, t: Terminal, attempts: int | None, *,
+                        commit: bool) -> None:
+        """The guarded terminal status statement of one message (with its identity binding)."""
+        now = self.clock.now()
+        values: dict[str, object] = {
+            "status": t.status, "reason": t.reason, "error_detail": t.detail, "terminal_at": now,
+            "updated_at": now, "next_attempt_at": None, "dup_of": t.dup_of}
+        if t.applied_at is not None:
+            values["applied_at"] = t.applied_at
+        if t.error_class is not None:
+            values["error_class"] = t.error_class
+        if attempts is not None:
+            values["attempts"] = attempts
+        bind = None
+        if t.msg is not None:
+            values.update(msg_type=t.msg.meta.type, msg_styp=t.msg.meta.styp, payload_hash=t.msg.payload_hash)
+            if t.bind:
+                values["identity_key"] = t.msg.meta.identity
+                bind = self._bind(t.msg)
+        self._status_write(conn, head, values, terminal=True, now=now, history=HistoryRow(
+            t.status, t.reason, t.error_class, t.detail, attempts), bind=bind, commit=commit)
 
     def _failure(self, conn: Connection, head: QueueHead, failed: Failed) -> StepResult:
         """A failed attempt: backoff 1, 2, 4, 8, 16 s, or DEAD(exhausted) (US-03 AC4/AC5)."""
@@ -780,20 +791,6 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         shown.append(state)
         events += outbox.change_events(msg_id, meta, state, changed, cleared)
     return states, events, shown
-
-
-def _terminal_values(t: Terminal, now: datetime, attempts: int | None = None) -> dict[str, object]:
-    """The columns a terminal status write sets."""
-    values: dict[str, object] = {
-        "status": t.status, "reason": t.reason, "error_detail": t.detail, "terminal_at": now,
-        "updated_at": now, "next_attempt_at": None, "dup_of": t.dup_of}
-    if t.applied_at is not None:
-        values["applied_at"] = t.applied_at
-    if t.error_class is not None:
-        values["error_class"] = t.error_class
-    if attempts is not None:
-        values["attempts"] = attempts
-    return values
 
 
 def _pid(conn: Connection) -> int:

@@ -165,7 +165,7 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int,
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})
     wanted = route.flids(msg) if route.flids is not None and preloaded else None
-    if wanted is not None and preloaded is not None and all(f in preloaded for f in wanted):
+    if preloaded and wanted is not None and all(f in preloaded for f in wanted):
         ctx: Any = FlightsContext({f: st for f in wanted if (st := preloaded[f]) is not None})
     else:
         before_read(None)

@@ -55,13 +55,17 @@ def binding_params(identity: str, payload_hash: str | None, window: timedelta) -
             "b_window": window}
 
 
-def binding_cte(source: str) -> str:
+def binding_cte(source: str, *, per_row: bool = False) -> str:
     """``b AS (...)``: bind the identity to the row ``source`` returns (``msg_id``, ``created_at``),
     taking an existing binding over only when it is that row's own or was registered at least a
-    window earlier. ``b`` returns one row when bound, none when another row holds the identity."""
+    window earlier. ``b`` returns one row when bound, none when another row holds the identity.
+    ``per_row``: each row of ``source`` brings its own ``b_hash``, ``b_identity`` and
+    ``b_payload_hash`` columns (a group's statement, P13) instead of the ``binding_params``."""
+    values = ("b_hash, b_identity, msg_id, b_payload_hash" if per_row
+              else "%(b_hash)s, %(b_identity)s, msg_id, %(b_payload_hash)s")
     return (
         "b AS (INSERT INTO msg_identity (identity_hash, identity, msg_id, payload_hash, registered_at, bound_at) "
-        f"SELECT %(b_hash)s, %(b_identity)s, msg_id, %(b_payload_hash)s, created_at, %(now)s::timestamptz "
+        f"SELECT {values}, created_at, %(now)s::timestamptz "
         f"FROM {source} ON CONFLICT (identity_hash) DO UPDATE SET identity = EXCLUDED.identity, "
         "msg_id = EXCLUDED.msg_id, payload_hash = EXCLUDED.payload_hash, registered_at = EXCLUDED.registered_at, "
         "bound_at = EXCLUDED.bound_at WHERE msg_identity.msg_id = EXCLUDED.msg_id "

@@ -122,6 +122,13 @@ def _bound(counts: Row) -> bool:
     return bool(written == 1)
 
 
+# A terminal status's backfill todo and event release, for the rows ``u`` wrote (INV-8).
+_TODO_CTE = ("t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
+             f"SELECT msg_id, '{TodoStatus.PENDING}', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING)")
+_RELEASE_CTE = ("e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
+                "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)")
+
+
 @cache
 def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool, bind: bool) -> str:
     """The guarded status write for one set of columns (INV-8): the status, its history row and,
@@ -137,12 +144,7 @@ def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool, bi
         "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
         "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
     if terminal:
-        parts += [
-            "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
-            f"SELECT msg_id, '{TodoStatus.PENDING}', %(now)s::timestamptz FROM u "
-            "ON CONFLICT (msg_id) DO NOTHING)",
-            "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
-            "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL)"]
+        parts += [_TODO_CTE, _RELEASE_CTE]
     if bind:
         parts.append(identity.binding_cte("u"))
     bound = "(SELECT count(*) FROM b)" if bind else "1"
@@ -200,19 +202,11 @@ _APPLIED_GROUP_SQL = (
     "terminal_at = %(now)s, updated_at = %(now)s, next_attempt_at = NULL, dup_of = NULL, "
     "applied_at = v.applied_at, msg_type = v.msg_type, msg_styp = v.msg_styp, payload_hash = v.payload_hash, "
     f"identity_key = v.identity FROM v WHERE p.msg_id = v.msg_id AND p.status IN {_OPEN_SQL} "
-    "AND pg_backend_pid() = %(pid)s RETURNING p.msg_id, p.created_at, v.b_hash, v.identity, v.payload_hash), "
+    "AND pg_backend_pid() = %(pid)s RETURNING p.msg_id, p.created_at, v.b_hash, v.identity AS b_identity, "
+    "v.payload_hash AS b_payload_hash), "
     "h AS (INSERT INTO proc_state_hst (msg_id, status, at) "
     f"SELECT msg_id, '{Status.SUCCEEDED}', %(now)s::timestamptz FROM u ORDER BY msg_id), "
-    "t AS (INSERT INTO backfill_todo (msg_id, status, created_at) "
-    f"SELECT msg_id, '{TodoStatus.PENDING}', %(now)s::timestamptz FROM u ON CONFLICT (msg_id) DO NOTHING), "
-    "e AS (UPDATE msg_event SET released_at = %(now)s::timestamptz "
-    "WHERE msg_id IN (SELECT msg_id FROM u) AND released_at IS NULL), "
-    "b AS (INSERT INTO msg_identity (identity_hash, identity, msg_id, payload_hash, registered_at, bound_at) "
-    "SELECT b_hash, identity, msg_id, payload_hash, created_at, %(now)s::timestamptz FROM u "
-    "ON CONFLICT (identity_hash) DO UPDATE SET identity = EXCLUDED.identity, msg_id = EXCLUDED.msg_id, "
-    "payload_hash = EXCLUDED.payload_hash, registered_at = EXCLUDED.registered_at, bound_at = EXCLUDED.bound_at "
-    "WHERE msg_identity.msg_id = EXCLUDED.msg_id "
-    "OR msg_identity.registered_at <= EXCLUDED.registered_at - %(window)s::interval RETURNING 1) "
+    f"{_TODO_CTE}, {_RELEASE_CTE}, {identity.binding_cte('u', per_row=True)} "
     "SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
 
 
@@ -227,7 +221,7 @@ def write_applied(conn: Connection, rows: list[Applied], *, now: datetime, pid: 
     if len({d["b_hash"] for d in data}) < len(data):
         raise identity.IdentityTaken("two messages of one group carry the same identity")
     written, bound = conn.exec_driver_sql(_APPLIED_GROUP_SQL, {
-        "rows": json.dumps(data, ensure_ascii=False), "now": now, "pid": pid, "window": window}).one()
+        "rows": json.dumps(data, ensure_ascii=False), "now": now, "pid": pid, "b_window": window}).one()
     if written == len(rows) and bound < written:
         raise identity.IdentityTaken("an identity of the group is bound to another message inside the window")
     return bool(written == len(rows))
