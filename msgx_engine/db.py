@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -62,9 +63,19 @@ def pipelined(conn: Connection) -> Iterator[None]:
     if not isinstance(raw, psycopg.Connection):
         yield
         return
+    with as_dbapi_errors(raw), raw.pipeline():
+        yield
+
+
+@contextmanager
+def as_dbapi_errors(raw: Any) -> Iterator[None]:
+    """Errors of statements sent on the psycopg connection ``raw`` itself (outside SQLAlchemy's
+    execute: a pipeline's sync, a COPY) re-raised as SQLAlchemy ``DBAPIError``, so callers
+    classify them like any other database error."""
+    import psycopg
+
     try:
-        with raw.pipeline():
-            yield
+        yield
     except psycopg.Error as exc:
         raise DBAPIError.instance(None, None, exc, psycopg.Error,
                                   connection_invalidated=raw.closed or raw.broken) from exc

@@ -16,15 +16,15 @@ writes), so the callers keep the JSON path for small batches and whenever ``copy
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from functools import cache
 
 import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
+
+from msgx_engine.db import as_dbapi_errors
 
 COPY_MIN_ROWS = 500     # below this a JSON array is as cheap and may travel in a pipeline
 
@@ -64,17 +64,6 @@ def _copyable(conn: Connection) -> psycopg.Connection | None:
     return raw
 
 
-@contextmanager
-def _as_dbapi_errors(raw: psycopg.Connection) -> Iterator[None]:
-    """Raw psycopg errors as SQLAlchemy ``DBAPIError``, so callers classify them like any other
-    database error (as ``db.pipelined`` does)."""
-    try:
-        yield
-    except psycopg.Error as exc:
-        raise DBAPIError.instance(None, None, exc, psycopg.Error,
-                                  connection_invalidated=raw.closed or raw.broken) from exc
-
-
 def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> bool:
     """``COPY table (columns)`` from ``rows`` (value tuples in column order) in the caller's
     transaction; False (nothing written) when COPY cannot run here: the caller writes them
@@ -82,10 +71,15 @@ def copy_rows(conn: Connection, table: str, columns: Sequence[str], rows: Iterab
     raw = _copyable(conn)
     if raw is None:
         return False
-    with _as_dbapi_errors(raw), raw.cursor() as cur, cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
+    with as_dbapi_errors(raw), raw.cursor() as cur:
+        _copy(cur, table, columns, rows)
+    return True
+
+
+def _copy(cur: psycopg.Cursor, table: str, columns: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+    with cur.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as cp:
         for row in rows:
             cp.write_row(row)
-    return True
 
 
 @cache
@@ -105,11 +99,9 @@ def copy_upsert(conn: Connection, table: str, columns: tuple[str, ...], rows: It
     if raw is None:
         return False
     create, upsert, drop = _upsert_from_sql(table, columns, conflict)
-    with _as_dbapi_errors(raw), raw.cursor() as cur:
+    with as_dbapi_errors(raw), raw.cursor() as cur:
         cur.execute(create)
-        with cur.copy(f"COPY copy_{table} ({', '.join(columns)}) FROM STDIN") as cp:
-            for row in rows:
-                cp.write_row(row)
+        _copy(cur, f"copy_{table}", columns, rows)
         cur.execute(upsert)
         cur.execute(drop)
     return True
