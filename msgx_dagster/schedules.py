@@ -15,6 +15,7 @@ from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.common import active_runs
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.monitor import monitor_job
+from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, pump_job
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 
 AIRPORT_TZ = "Asia/Shanghai"
@@ -28,15 +29,42 @@ def every_minute(job: dg.JobDefinition) -> dg.ScheduleDefinition:
     return dg.ScheduleDefinition(job=job, cron_schedule=EVERY_MINUTE, default_status=dg.DefaultScheduleStatus.RUNNING)
 
 
+PUMP_DELIVERS = "the long-lived pump run delivers to Kafka with its inline dispatcher"
+PUMP_MARKS = "the long-lived pump run marks the mailbox itself (inline backfill)"
+
+
+def pump_covers(context: dg.ScheduleEvaluationContext) -> bool:
+    """A long-lived pump run is queued or running: it dispatches and backfills inline."""
+    return bool(active_runs(context.instance, pump_job.name, LONG_LIVED_TAGS))
+
+
 @dg.schedule(name="dispatch_job_schedule", job=dispatch_job, cron_schedule=EVERY_MINUTE,
              default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Starts dispatch_job every minute unless a dispatch run is still queued or running.")
+             description="Starts dispatch_job every minute unless a dispatch run is still queued or running, "
+                         "or the long-lived pump run delivers inline.")
 def dispatch_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """A dispatch run lasts its 55 s plus at most one send's wait for delivery reports (the
     delivery timeout, 120 s by default, issue 13 item 9), so during a broker outage a run can
-    outlast the minute: the tick then skips instead of queueing runs that would pile up."""
+    outlast the minute: the tick then skips instead of queueing runs that would pile up. While the
+    long-lived pump run is active its inline dispatcher holds the dispatch lock, so a run would
+    only start, find the lock taken and stop: the tick skips (a run start costs the pump's
+    latency a few seconds of CPU, issue 16); the schedule is the backstop once no pump runs."""
     if active_runs(context.instance, dispatch_job.name):
         return dg.SkipReason("a dispatch run is still queued or running")
+    if pump_covers(context):
+        return dg.SkipReason(PUMP_DELIVERS)
+    return dg.RunRequest()
+
+
+@dg.schedule(name="backfill_job_schedule", job=backfill_job, cron_schedule=EVERY_MINUTE,
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Starts backfill_job every minute unless the long-lived pump run marks inline.")
+def backfill_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    """The pump writes the marks of its own messages (inline backfill) and retries the due ones on
+    every pass, so while the long-lived pump run is active the tick skips; the job marks what is
+    due once no pump runs (US-09)."""
+    if pump_covers(context):
+        return dg.SkipReason(PUMP_MARKS)
     return dg.RunRequest()
 
 
@@ -60,7 +88,7 @@ def schedules_for(*, shadow: bool) -> list[dg.ScheduleDefinition]:
         # Archiving once a day in the quiet hours (US-11); the retention comes from MSGX_ARCHIVE_AFTER.
         dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
                               default_status=dg.DefaultScheduleStatus.RUNNING),
-        every_minute(backfill_job),
+        backfill_schedule,
         dispatch_schedule,
         # The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
         every_minute(monitor_job),

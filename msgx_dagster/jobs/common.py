@@ -11,10 +11,11 @@ ACTIVE = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.Dagste
           dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 
 
-def active_runs(instance: dg.DagsterInstance, job_name: str) -> int:
-    """1 when a run of ``job_name`` is queued or in flight, else 0 (a sensor or schedule then skips
-    instead of piling up queued runs behind the singleton limit)."""
-    return len(instance.get_run_records(filters=dg.RunsFilter(job_name=job_name, statuses=ACTIVE), limit=1))
+def active_runs(instance: dg.DagsterInstance, job_name: str, tags: Mapping[str, str] | None = None) -> int:
+    """1 when a run of ``job_name`` (with ``tags``, if given) is queued or in flight, else 0 (a
+    sensor or schedule then skips instead of piling up queued runs behind the singleton limit)."""
+    runs = dg.RunsFilter(job_name=job_name, statuses=ACTIVE, tags=dict(tags or {}))
+    return len(instance.get_run_records(filters=runs, limit=1))
 
 
 def singleton(name: str) -> dict[str, str]:

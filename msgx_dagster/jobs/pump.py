@@ -60,11 +60,12 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
                 snapshots.report(context)
                 reported["n"] = done
 
-        pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
-                                    max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
-                        on_heartbeat=heartbeat)
         try:
-            with inline_dispatcher(app.settings, app.engine, enabled=config.inline_dispatch and config.idle_for_s > 0):
+            with inline_dispatcher(app.settings, app.engine,
+                                   enabled=config.inline_dispatch and config.idle_for_s > 0) as inline:
+                pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
+                                            max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
+                                on_heartbeat=heartbeat, on_release=inline.wake if inline else None)
                 summary = pump.run()
         except (PumpBusy, StateBehindMailbox) as exc:
             raise dg.Failure(description=str(exc)) from exc
@@ -84,6 +85,13 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         description="The single active writer: drains the mailbox in strict id order.")
 def pump_job() -> None:
     pump_op()
+
+
+# The sensor's long-lived pump runs carry this tag: while one is active it delivers to Kafka (its
+# inline dispatcher) and marks the mailbox (inline backfill), so the minute schedules of
+# dispatch_job and backfill_job skip instead of starting a run that has nothing to do. Each run
+# start costs a few seconds of CPU, which on a 2-core machine the pump pays in latency (issue 16).
+LONG_LIVED_TAGS = {"msgx/long_lived_pump": "true"}
 
 
 def long_lived_run_config() -> dict:

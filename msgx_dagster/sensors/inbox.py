@@ -5,7 +5,7 @@ queued or in flight (the queue would otherwise pile up runs). Explicit SkipReaso
 import dagster as dg
 
 from msgx_dagster.jobs.common import active_runs
-from msgx_dagster.jobs.pump import long_lived_run_config, pump_job
+from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, long_lived_run_config, pump_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.monitor import backlog
 
@@ -22,4 +22,4 @@ def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
     serial = int(context.cursor or 0) + 1
     context.update_cursor(str(serial))
     return dg.RunRequest(run_key=f"pump-{serial}", run_config=long_lived_run_config(),
-                         tags={"msgx/top_mailbox_id": str(work.top_mailbox_id)})
+                         tags={"msgx/top_mailbox_id": str(work.top_mailbox_id), **LONG_LIVED_TAGS})

@@ -13,6 +13,10 @@ stay in order), split into several arrays only where one would exceed ``ARRAY_MA
 Order is promised per FLID only (C-29): a flight whose event failed waits, with its later
 events, for that event's backoff; every other flight's events keep flowing (issue 13 item 8).
 
+Between rounds with nothing due it pauses ``poll_s``; the pump's inline dispatcher is woken
+instead the moment the pump commits released events (``wake``), so a record does not wait out a
+poll (issue 16's latency target).
+
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock
 and its marks together. Resends after a crash reuse the outbox ``event_id``: consumers dedupe on it.
@@ -21,6 +25,7 @@ and its marks together. Resends after a crash reuse the outbox ``event_id``: con
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -53,7 +58,7 @@ ARRAY_MAX_BYTES = 900_000   # under the Kafka default message.max.bytes (1 MB) w
 @dataclass
 class DispatchOptions:
     run_for_s: float = 0.0           # 0: drain (exit when nothing is due); else loop this long
-    poll_s: float = 0.1
+    poll_s: float = 0.1              # pause when nothing is due; ``wake`` ends it early (inline beside the pump)
     schd_flush_s: float = 3.0
     schd_batch: int = 500
     msg_batch: int = 500
@@ -132,7 +137,7 @@ class Dispatcher:
     def __init__(self, engine: Engine, sink: KafkaSink, clock: Clock, *, topic_msg: str = "msg",
                  topic_schd: str = "schd", options: DispatchOptions | None = None,
                  on_heartbeat: Callable[[DispatchSummary], None] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, wake: threading.Event | None = None) -> None:
         self.engine = engine
         self.sink = sink
         self.clock = clock
@@ -140,6 +145,7 @@ class Dispatcher:
         self.options = options or DispatchOptions()
         self.on_heartbeat = on_heartbeat
         self.should_stop = should_stop or (lambda: False)
+        self.wake = wake or threading.Event()
         self.lock = SessionLock(engine, locks.DISPATCHER, "msgx dispatcher", DispatcherBusy)
         self.conn: Connection | None = None
         self._last_schd_flush = time.monotonic()
@@ -164,6 +170,7 @@ class Dispatcher:
         while not self.should_stop():
             if not drain and summary.elapsed_s >= opts.run_for_s:
                 break
+            self.wake.clear()        # a release from here on ends the next pause at once
             try:
                 busy = self.step(summary, force_schd=drain)
             except DBAPIError as exc:
@@ -181,7 +188,7 @@ class Dispatcher:
                 continue
             if drain:
                 break
-            time.sleep(opts.poll_s)
+            self.wake.wait(opts.poll_s)
 
     def step(self, summary: DispatchSummary, *, force_schd: bool = False) -> bool:
         """One round: the ``msg`` prefix that is due, then a ``schd`` flush when its time has come."""

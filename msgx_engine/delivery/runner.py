@@ -78,7 +78,8 @@ def run_dispatch(settings: Settings, drain: bool, *, run_for_s: float = SCHEDULE
 class BackgroundDispatcher:
     """A dispatcher thread beside a long-lived pump, for sub-second delivery between scheduled
     dispatch runs. While another dispatcher holds the lock it retries every ``retry_s``; stop()
-    ends it at the next poll."""
+    ends it at the next poll. The pump calls ``wake()`` when it commits released events, which
+    ends the dispatcher's pause at once: delivery follows the commit, not the next poll."""
 
     def __init__(self, settings: Settings, engine: Engine, *, clock: Clock | None = None,
                  options: DispatchOptions | None = None, retry_s: float = 5.0) -> None:
@@ -89,6 +90,7 @@ class BackgroundDispatcher:
         self.retry_s = retry_s
         self.summary = DispatchSummary()
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="msgx-dispatcher", daemon=True)
 
     def __enter__(self) -> BackgroundDispatcher:
@@ -103,14 +105,19 @@ class BackgroundDispatcher:
         close), so a send in flight ends with its marks instead of dying with the process and
         being resent (issue 13 item 9)."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout_s if timeout_s is not None else stop_wait_s(self.settings))
+
+    def wake(self) -> None:
+        """Events were released: look for them now rather than after the poll."""
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.summary = build_dispatcher(self.settings, self.engine, clock=self.clock, options=self.options,
-                                                should_stop=self._stop.is_set).run()
+                                                should_stop=self._stop.is_set, wake=self._wake).run()
             except DispatcherBusy:
                 pass
             except Exception:  # noqa: BLE001 - keep the pump alive; the scheduled job is the backstop
@@ -118,7 +125,8 @@ class BackgroundDispatcher:
             self._stop.wait(self.retry_s)
 
 
-def inline_dispatcher(settings: Settings, engine: Engine, *, enabled: bool = True) -> AbstractContextManager:
+def inline_dispatcher(settings: Settings, engine: Engine, *,
+                      enabled: bool = True) -> AbstractContextManager[BackgroundDispatcher | None]:
     """The pump's optional inline dispatcher: a BackgroundDispatcher when enabled and Kafka is configured."""
     if not enabled or not settings.kafka_bootstrap:
         return nullcontext()

@@ -196,6 +196,7 @@ class Processor:
     lookahead: Lookahead | None = None               # ... with its read-ahead (P11)
     behind: WriteBehind | None = None                # ... and its write-behind (P13)
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
+    on_release: Callable[[], None] | None = None      # called after a commit that made messages terminal
 
     def __post_init__(self) -> None:
         self.source = BodySource(self.mailbox)
@@ -526,6 +527,8 @@ class Processor:
         for head, _ in finished:
             self._write_terminal(conn, head, Terminal(Status.SUCCEEDED), None, commit=False)
         conn.commit()
+        if finished:
+            self._released()
         for head, result in finished:
             self.source.forget(head.msg_id)
             group.committed.append(result)
@@ -554,6 +557,7 @@ class Processor:
                 self._commit(conn)
             return result
         self.source.forget(head.msg_id)
+        self._released()
         faults.reach("after_tx2")
         return result
 
@@ -676,11 +680,17 @@ class Processor:
             group.pending.clear()
             self._finish_applied(conn, pending)
         elif group is not None and group.pending:
+            self._released()
             for msg_id, result in group.pending:
                 self.source.forget(msg_id)
                 group.committed.append(result)
                 faults.reach("after_tx2")
             group.pending.clear()
+
+    def _released(self) -> None:
+        """A commit made messages terminal, releasing their events: tell the inline dispatcher."""
+        if self.on_release is not None:
+            self.on_release()
 
     def _rollback(self, conn: Connection, head: QueueHead, *, quiet: bool = False) -> None:
         """Roll the transaction back (``quiet``: a broken session's rollback error is ignored).

@@ -46,6 +46,7 @@ def test_sensor_requests_a_run_only_when_work_exists_and_no_pump_runs(msgx_env, 
         assert isinstance(result, dg.RunRequest)
         assert result.run_key == "pump-42" and cursor == "42"
         assert result.run_config["ops"]["pump_op"]["config"]["idle_for_s"] > 0
+        assert result.tags["msgx/long_lived_pump"] == "true"     # the minute schedules yield to it
         instance.create_run_for_job(pump_job, status=dg.DagsterRunStatus.STARTED)
         result, _ = _evaluate(instance, cursor="42")
         assert isinstance(result, dg.SkipReason) and "already queued or running" in result.skip_message

@@ -9,7 +9,6 @@ from dataclasses import replace
 
 import dagster as dg
 import pytest
-from sqlalchemy import select
 
 from msgx_dagster.assets.specs import KAFKA_MSG
 from msgx_dagster.checks import projection_drift_check
@@ -18,10 +17,12 @@ from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.app import App
 from msgx_engine.clock import SystemClock
+from msgx_engine.delivery.dispatcher import DispatchOptions
 from msgx_engine.delivery.projection import DEFAULT_KEY, connect
 from msgx_engine.delivery.runner import BackgroundDispatcher
 from msgx_engine.pipeline.pump import PumpOptions
-from msgx_engine.store.tables import msg_event
+from msgx_engine.store import outbox
+from msgx_engine.store.outbox import TOPIC_MSG
 from tests.builders import gtdt
 
 DRAIN = {"ops": {"dispatch_op": {"config": {"run_for_s": 0}}}}
@@ -38,10 +39,10 @@ def kenv(settings, monkeypatch, kafka_bootstrap):
     return replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
 
 
-def process(app: App, *messages: str) -> None:
+def process(app: App, *messages: str, **kw) -> None:
     for m in messages:
         app.mailbox.put(m)
-    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
+    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01), **kw).run()
 
 
 def execute(job, **kw) -> tuple[dg.ExecuteInProcessResult, list[str]]:
@@ -51,9 +52,9 @@ def execute(job, **kw) -> tuple[dg.ExecuteInProcessResult, list[str]]:
         return result, [e.user_message for e in instance.all_logs(result.run_id)]
 
 
-def unsent(app: App) -> int:
+def unsent(app: App, topic: str | None = None) -> int:
     with app.engine.connect() as conn:
-        return len(conn.execute(select(msg_event.c.event_id).where(msg_event.c.sent_at.is_(None))).fetchall())
+        return outbox.unsent_count(conn, topic)
 
 
 
@@ -121,4 +122,29 @@ def test_inline_dispatcher_delivers_beside_the_pump_and_yields_the_lock(kenv, cl
     process(app, gtdt("I1", (1, "B1")))
     assert dispatch_job.execute_in_process(run_config=DRAIN, resources={"msgx": MsgxResource()}).success
     assert unsent(app) == 0
+    app.dispose()
+
+
+def until_delivered(app: App, within_s: float) -> None:
+    """Until every `msg` event is sent (`schd` waits for its 3 s flush, which needs a poll)."""
+    deadline = time.monotonic() + within_s
+    while unsent(app, TOPIC_MSG):
+        assert time.monotonic() < deadline, f"inline dispatcher did not deliver within {within_s} s"
+        time.sleep(0.05)
+
+
+def test_issue16_inline_dispatcher_is_woken_by_the_pump_commit_not_its_poll(kenv, clock, kafka_reader):
+    """Issue 16 latency, DESIGN §5: the pump wakes its inline dispatcher when a commit releases
+    events, so delivery follows the commit instead of the next poll. With a 10-minute poll, the
+    second round (the dispatcher is idle in its pause by then) is delivered only by the wake-up;
+    stop() also ends the pause at once."""
+    app = App.from_settings(kenv, clock=clock)
+    with BackgroundDispatcher(kenv, app.engine, clock=SystemClock(), options=DispatchOptions(poll_s=600)) as inline:
+        process(app, gtdt("W1", (1, "A1")), on_release=inline.wake)
+        until_delivered(app, 30)
+        process(app, gtdt("W1", (1, "A2")), gtdt("W2", (1, "B1")), on_release=inline.wake)
+        until_delivered(app, 30)
+        started = time.monotonic()
+    assert not inline._thread.is_alive() and time.monotonic() - started < 30
+    assert len(kafka_reader(kenv.kafka_bootstrap, kenv.topic_msg, 3)) == 3
     app.dispose()
