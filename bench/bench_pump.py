@@ -10,7 +10,8 @@
   No intake, no decode, no mark: the least one transaction per message costs.
 
 Prints rate, floor and ratio (issue 16 target >= 0.7) and one ``RESULT`` line for ``bench/run.py``.
-Usage: ``.venv/bin/python bench/bench_pump.py [--messages 3000] [--flights 500] [--profile]``
+Usage: ``.venv/bin/python bench/bench_pump.py [--messages 3000] [--flights 500] [--profile]
+[--group 64] [--group-ms 50] [--read-ahead 64]`` (the last three tune the pump's group commit).
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def workload(n: int, flights: int) -> list[tuple[str, list[tuple[int, str]], str
     return out
 
 
-def run_protocol(pg_url: str, mb_url: str, work, profile: bool) -> float:
+def run_protocol(pg_url: str, mb_url: str, work, profile: bool, options: PumpOptions) -> float:
     mailbox = Mailbox(mb_url)
     with mailbox.engine.begin() as conn:
         for start in range(0, len(work), 1000):
@@ -102,7 +103,7 @@ def run_protocol(pg_url: str, mb_url: str, work, profile: bool) -> float:
                         home=Path("/tmp") / TAG)
     app = App.from_settings(settings)
     app.check_ready()
-    pump = app.pump(PumpOptions())
+    pump = app.pump(options)
     prof = cProfile.Profile() if profile else None
     t0 = time.perf_counter()
     if prof:
@@ -160,7 +161,11 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=3000)
     ap.add_argument("--flights", type=int, default=500)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--group", type=int, default=PumpOptions.group_messages, help="messages per group commit")
+    ap.add_argument("--group-ms", type=float, default=PumpOptions.group_s * 1000, help="a group's longest open time")
+    ap.add_argument("--read-ahead", type=int, default=PumpOptions.read_ahead, help="heads read at once")
     args = ap.parse_args()
+    options = PumpOptions(group_messages=args.group, group_s=args.group_ms / 1000, read_ahead=args.read_ahead)
     work = workload(args.messages, args.flights)
     names = [f"{TAG}_p", f"{TAG}_f", f"{TAG}_g"]
     try:
@@ -169,7 +174,7 @@ def main() -> int:
         # the floor runs before and after the protocol and counts as their mean: on a shared
         # machine the load drifts, and a floor taken only before skews the ratio either way
         before_s = run_floor(pg_floor, work)
-        proto_s = run_protocol(pg_proto, mb, work, args.profile)
+        proto_s = run_protocol(pg_proto, mb, work, args.profile, options)
         after_s = run_floor(pg_floor2, work)
     finally:
         drop(names)
