@@ -11,7 +11,8 @@
 
 Prints rate, floor and ratio (issue 16 target >= 0.7) and one ``RESULT`` line for ``bench/run.py``.
 Usage: ``.venv/bin/python bench/bench_pump.py [--messages 3000] [--flights 500] [--profile]
-[--group 64] [--group-ms 50] [--read-ahead 64]`` (the last three tune the pump's group commit).
+[--group 64] [--group-ms 50] [--read-ahead 64] [--redis URL]`` (the group options tune the pump's
+group commit; ``--redis`` adds the Redis projection, and with it a post-commit step per message).
 """
 
 from __future__ import annotations
@@ -92,14 +93,15 @@ def workload(n: int, flights: int) -> list[tuple[str, list[tuple[int, str]], str
     return out
 
 
-def run_protocol(pg_url: str, mb_url: str, work, profile: bool, options: PumpOptions) -> float:
+def run_protocol(pg_url: str, mb_url: str, work, profile: bool, options: PumpOptions,
+                 redis_url: str | None = None) -> float:
     mailbox = Mailbox(mb_url)
     with mailbox.engine.begin() as conn:
         for start in range(0, len(work), 1000):
             conn.execute(cminmsgs.insert(), [{"CMINMSGS_CLOB_MSG": x, "CMINMSGS_STATUS": "VALID"}
                                             for _, _, x in work[start:start + 1000]])
     mailbox.dispose()
-    settings = Settings(db_url=pg_url, mailbox_url=mb_url, kafka_bootstrap=None, redis_url=None,
+    settings = Settings(db_url=pg_url, mailbox_url=mb_url, kafka_bootstrap=None, redis_url=redis_url,
                         home=Path("/tmp") / TAG)
     app = App.from_settings(settings)
     app.check_ready()
@@ -164,6 +166,7 @@ def main() -> int:
     ap.add_argument("--group", type=int, default=PumpOptions.group_messages, help="messages per group commit")
     ap.add_argument("--group-ms", type=float, default=PumpOptions.group_s * 1000, help="a group's longest open time")
     ap.add_argument("--read-ahead", type=int, default=PumpOptions.read_ahead, help="heads read at once")
+    ap.add_argument("--redis", metavar="URL", help="with the Redis projection (two transactions per message, P12)")
     args = ap.parse_args()
     options = PumpOptions(group_messages=args.group, group_s=args.group_ms / 1000, read_ahead=args.read_ahead)
     work = workload(args.messages, args.flights)
@@ -174,15 +177,15 @@ def main() -> int:
         # the floor runs before and after the protocol and counts as their mean: on a shared
         # machine the load drifts, and a floor taken only before skews the ratio either way
         before_s = run_floor(pg_floor, work)
-        proto_s = run_protocol(pg_proto, mb, work, args.profile, options)
+        proto_s = run_protocol(pg_proto, mb, work, args.profile, options, args.redis)
         after_s = run_floor(pg_floor2, work)
     finally:
         drop(names)
     n = len(work)
     floor_s = (before_s + after_s) / 2
     print(f"floor before {n / before_s:.1f} msg/s, after {n / after_s:.1f} msg/s")
-    report("pump", f"{n} GTDT over {args.flights} flights, mailbox -> terminal + mark", n / proto_s, n / floor_s,
-           "msg/s", target=0.7)
+    report("pump_redis" if args.redis else "pump", f"{n} GTDT over {args.flights} flights, mailbox -> terminal + "
+           f"mark{' + Redis projection' if args.redis else ''}", n / proto_s, n / floor_s, "msg/s", target=0.7)
     return 0
 
 
