@@ -1,27 +1,48 @@
 """Fault injection for the crash matrix: ``MSGX_FAULT_STEP=<step>[:<n>]`` kills the process with
 SIGKILL the n-th time (default 1st) the pipeline reaches that step. Steps: before_tx1_commit,
-between_tx1_tx2, after_tx2, inside_backfill. Unset in production: the check is one dict lookup."""
+between_tx1_tx2, after_tx2, inside_backfill. Unset in production: the check is one dict lookup.
+
+``MSGX_FAULT_HOLD=<step>:<n>:<file>`` instead holds the process at the n-th time it reaches the
+step, for as long as ``<file>`` exists, and creates ``<file>.held`` when it gets there: the fault
+matrix breaks a server under a pump that is certainly mid-run, however fast the pump drains."""
 
 from __future__ import annotations
 
 import os
 import signal
+import time
+from pathlib import Path
 
+HOLD_LIMIT_S = 300.0
 _counts: dict[str, int] = {}
 
 
-def _target() -> tuple[str, int] | None:
-    raw = os.environ.get("MSGX_FAULT_STEP")
+def _target(name: str) -> tuple[str, int, str] | None:
+    raw = os.environ.get(name)
     if not raw:
         return None
-    step, _, n = raw.partition(":")
-    return step, int(n or 1)
+    step, _, rest = raw.partition(":")
+    n, _, path = rest.partition(":")
+    return step, int(n or 1), path
+
+
+def _count(key: str) -> int:
+    _counts[key] = _counts.get(key, 0) + 1
+    return _counts[key]
 
 
 def reach(step: str) -> None:
-    target = _target()
-    if target is None or target[0] != step:
-        return
-    _counts[step] = _counts.get(step, 0) + 1
-    if _counts[step] >= target[1]:
+    kill = _target("MSGX_FAULT_STEP")
+    if kill is not None and kill[0] == step and _count(step) >= kill[1]:
         os.kill(os.getpid(), signal.SIGKILL)
+    hold = _target("MSGX_FAULT_HOLD")
+    if hold is not None and hold[0] == step and _count(f"hold:{step}") == hold[1]:
+        _hold(Path(hold[2]))
+
+
+def _hold(gate: Path) -> None:
+    """Wait while ``gate`` exists (at most ``HOLD_LIMIT_S``), having said so with ``<gate>.held``."""
+    gate.with_name(gate.name + ".held").touch()
+    deadline = time.monotonic() + HOLD_LIMIT_S
+    while gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)

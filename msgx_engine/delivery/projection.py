@@ -115,9 +115,10 @@ class Projection:
             log.info("projection kept a newer version for %s flight(s)", refused)
         return refused
 
-    def hook(self, conn: Connection, msg_id: int, states: Sequence[FlightState]) -> None:
+    @property
+    def hook(self) -> ProjectionHook:
         """The post-commit hook (``Processor.post_commit``): raises on a Redis failure (INV-23)."""
-        self.apply(states)
+        return ProjectionHook(self)
 
     def remove(self, versions: Sequence[tuple[str, int]]) -> int:
         """Remove flights deleted outside a message (archiving retires unowned rows), version-guarded."""
@@ -210,6 +211,21 @@ def _differing(expected: dict[str, str], actual: dict[str, str]) -> set[str]:
 def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
     for i in range(0, len(items), size):
         yield items[i:i + size]
+
+
+@dataclass(frozen=True)
+class ProjectionHook:
+    """The projection as a post-commit step: one message's states (``__call__``), or a committed
+    group's in one guarded write, one round trip (``many``, P16). Each flight's last state in the
+    group is the one written: an earlier one would only be overwritten by it."""
+
+    projection: Projection
+
+    def __call__(self, conn: Connection, msg_id: int, states: Sequence[FlightState]) -> None:
+        self.projection.apply(states)
+
+    def many(self, conn: Connection, group: Sequence[tuple[int, Sequence[FlightState]]]) -> None:
+        self.projection.apply({st.flid: st for _, states in group for st in states}.values())
 
 
 def post_commit_hooks(redis_url: str | None, *, key: str = DEFAULT_KEY) -> list:

@@ -17,6 +17,11 @@ from the store, a derived-field read (D30), a message with plans, a rollback's r
   identity binding (``queue.write_applied``). Any refusal there (an identity already bound, the
   writer lock lost) rolls the group back, and P10 redoes it one message at a time, where each is
   classified as before.
+
+A group of two-transaction messages (P12, with the Redis projection) is held the same way (P16,
+``terminal=False``): its third statement is transaction 1's ``applied_at`` and identity binding of
+every message (``queue.mark_applied_many``); their terminal statuses follow in transaction 2,
+after the post-commit steps.
 """
 
 from __future__ import annotations
@@ -37,8 +42,10 @@ from msgx_engine.store.outbox import OutboxRow
 
 @dataclass
 class WriteBehind:
-    """The writes of the group's messages not sent yet."""
+    """The writes of the group's messages not sent yet; ``terminal``: their held status rows are
+    terminal (folded transactions, P13), else transaction 1's applied marks (P16)."""
 
+    terminal: bool = True
     states: dict[str, FlightState] = field(default_factory=dict)          # each flight's last state
     before: dict[str, FlightState | None] = field(default_factory=dict)  # ... and its stored state
     detail_versions: dict[str, int] = field(default_factory=dict)        # ... the version that last moved its details
@@ -70,7 +77,8 @@ class WriteBehind:
         return any(test(st) for st in self.states.values()) or any(
             st is not None and test(st) for st in self.before.values())
 
-    def hold_terminal(self, row: queue.Applied) -> None:
+    def hold_status(self, row: queue.Applied) -> None:
+        """A held message's status row: terminal, or its applied mark (``terminal``)."""
         self.applied.append(row)
 
     def write(self, conn: Connection, *, now: datetime, pid: int, window: timedelta) -> None:
@@ -90,7 +98,8 @@ class WriteBehind:
                 states, now=now, previous={f: st for f, st in before.items() if st is not None and f not in back},
                 detail_versions=versions)
             outbox.insert(conn, events)
-        if applied and not queue.write_applied(conn, applied, now=now, pid=pid, window=window):
+        write = queue.write_applied if self.terminal else queue.mark_applied_many
+        if applied and not write(conn, applied, now=now, pid=pid, window=window):
             raise LockLost("a grouped status write was refused: a row is not open or this session lost the writer lock")
 
     def clear(self) -> None:

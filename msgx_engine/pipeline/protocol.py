@@ -288,7 +288,10 @@ class Processor:
                     return Terminal(Status.SUCCEEDED, msg=msg, applied_at=now)
                 step = Step.COMMIT_APPLIED
                 if self.group is not None and self.group.joins(head.msg_id):     # P12
-                    self.mark_applied(conn, head, msg, now)
+                    if self.behind is not None and head.msg_id in self.behind.msg_ids:   # held back (P16)
+                        self.behind.hold_status(_applied_row(head, msg, now))
+                    else:
+                        self.mark_applied(conn, head, msg, now)
                     faults.reach("before_tx1_commit")
                     return Applied(states)
                 self.commit_applied(conn, head, msg, now)
@@ -373,10 +376,10 @@ class Processor:
         return [] if decision.plans else shown
 
     def _holds_back(self, head: QueueHead, decision: Decision) -> bool:
-        """A folded message of the group that writes no plans hands its writes to the
-        write-behind (P13); plans read their own writes, so they are sent at once."""
+        """A message of the group that writes no plans hands its writes to the write-behind (P13;
+        with two transactions, P16); plans read their own writes, so they are sent at once."""
         return (self.behind is not None and self.lookahead is not None and self.group is not None
-                and self.folds_transactions and self.group.joins(head.msg_id) and not decision.plans)
+                and self.group.joins(head.msg_id) and not decision.plans)
 
     def _send_behind(self, conn: Connection, concerns: Callable[[FlightState], bool] | None = None) -> None:
         """Write what the write-behind holds (P13); with ``concerns``, only when a held flight
@@ -396,6 +399,7 @@ class Processor:
             if self.group is None or conn.invalidated:
                 self.discard_group()
                 raise
+            self._applied.clear()        # rolled back with the group (P12)
             log.info("the group's held writes were refused (%s: %s)", type(exc).__name__, safe_text(str(exc)[:200]))
             raise self.group.abort(last) from exc
 
@@ -417,11 +421,49 @@ class Processor:
         """The hooks between the transactions (INV-17b: terminal only after they succeed)."""
         if not self.post_commit:
             return
-        if not states:
-            states = list(FlightRepository(conn).load(outbox.flids_of(conn, msg_id)).values())
+        states = self._hook_states(conn, msg_id, states)
         conn.commit()
         for hook in self.post_commit:
             hook(conn, msg_id, states)
+
+    @staticmethod
+    def _hook_states(conn: Connection, msg_id: int, states: Sequence[FlightState]) -> Sequence[FlightState]:
+        """What a message's post-commit step sees: the states it changed, or, when it had plans
+        (none returned), every flight its events name, as stored."""
+        if states:
+            return states
+        return list(FlightRepository(conn).load(outbox.flids_of(conn, msg_id)).values())
+
+    def _post_commit_group(self, conn: Connection, batch: list[tuple[QueueHead, Sequence[FlightState]]]
+                           ) -> tuple[int, tuple[QueueHead, Exception] | None]:
+        """The post-commit steps of a committed group, in id order: how many messages finished
+        them, and the first that failed with its error. Hooks that take a whole group (``many``,
+        the Redis projection: one round trip, P16) get it at once, and a failure is then the first
+        message's (D22: it waits, the rest stay applied and open behind it); others go message by
+        message."""
+        batched = [getattr(hook, "many", None) for hook in self.post_commit]
+        if not all(batched):
+            for done, (head, states) in enumerate(batch):
+                faults.reach("between_tx1_tx2")
+                try:
+                    self.post_commit_steps(conn, head.msg_id, states)
+                except Exception as exc:
+                    _rollback(conn)
+                    return done, (head, exc)
+            return len(batch), None
+        for _ in batch:
+            faults.reach("between_tx1_tx2")
+        try:
+            if batched:
+                group = [(head.msg_id, self._hook_states(conn, head.msg_id, states)) for head, states in batch]
+                conn.commit()
+                for many in batched:
+                    assert many is not None
+                    many(conn, group)
+        except Exception as exc:
+            _rollback(conn)
+            return 0, (batch[0][0], exc)
+        return len(batch), None
 
     # --- verdicts and failures ---------------------------------------------------------------
     def _verdict(self, conn: Connection, head: QueueHead, msg: SisMessage, decision: Decision) -> Terminal:
@@ -512,22 +554,10 @@ class Processor:
         group = self.group
         assert group is not None
         applied, self._applied = self._applied, {}
-        finished: list[tuple[QueueHead, StepResult]] = []
-        failed: tuple[QueueHead, Exception] | None = None
-        for msg_id, result in pending:
-            head, states = applied[msg_id]
-            faults.reach("between_tx1_tx2")
-            try:
-                self.post_commit_steps(conn, msg_id, states)
-            except Exception as exc:
-                _rollback(conn)
-                failed = (head, exc)
-                break
-            finished.append((head, result))
-        for head, _ in finished:
-            self._write_terminal(conn, head, Terminal(Status.SUCCEEDED), None, commit=False)
-        conn.commit()
+        done, failed = self._post_commit_group(conn, [applied[msg_id] for msg_id, _ in pending])
+        finished = [(applied[msg_id][0], result) for msg_id, result in pending[:done]]
         if finished:
+            self._finish_terminal(conn, [head.msg_id for head, _ in finished])
             self._released()
         for head, result in finished:
             self.source.forget(head.msg_id)
@@ -537,6 +567,20 @@ class Processor:
             waiting, error = failed
             self._wait(conn, waiting, self._projection_wait(waiting, error))
 
+    def _finish_terminal(self, conn: Connection, msg_ids: list[int]) -> None:
+        """Transaction 2 of a group's applied messages, one guarded statement (P16): refused (a row
+        no longer open, the writer lock lost), it is rolled back and the pump reconnects."""
+        try:
+            ok = queue.finish_applied(conn, msg_ids, now=self.clock.now(), pid=_pid(conn))
+        except SQLAlchemyError:
+            _rollback(conn)
+            raise
+        if not ok:
+            _rollback(conn)
+            raise LockLost(f"the terminal statuses of mailbox ids {msg_ids[0]}..{msg_ids[-1]} were refused: a row "
+                           "is not open or this session lost the writer lock")
+        conn.commit()
+
     def commit_terminal(self, conn: Connection, head: QueueHead, t: Terminal,
                         attempts: int | None = None) -> StepResult:
         """Transaction 2: terminal status, history, backfill todo and event release, one statement
@@ -545,8 +589,7 @@ class Processor:
         deferred = group is not None and group.joins(head.msg_id)
         behind = self.behind
         if deferred and behind is not None and head.msg_id in behind.msg_ids and t.msg is not None and t.applied_at:
-            behind.hold_terminal(queue.Applied(head.msg_id, t.applied_at, t.msg.meta.type, t.msg.meta.styp,
-                                               t.msg.payload_hash, t.msg.meta.identity))
+            behind.hold_status(_applied_row(head, t.msg, t.applied_at))
         else:
             self._write_terminal(conn, head, t, attempts, commit=not deferred)
         if t.status == Status.DEAD:
@@ -801,6 +844,11 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         shown.append(state)
         events += outbox.change_events(msg_id, meta, state, changed, cleared)
     return states, events, shown
+
+
+def _applied_row(head: QueueHead, msg: SisMessage, applied_at: datetime) -> queue.Applied:
+    """A held message's status row for the write-behind (P13, P16)."""
+    return queue.Applied(head.msg_id, applied_at, msg.meta.type, msg.meta.styp, msg.payload_hash, msg.meta.identity)
 
 
 def _pid(conn: Connection) -> int:

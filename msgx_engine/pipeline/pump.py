@@ -56,7 +56,7 @@ class PumpOptions:
     group_messages: int = 64         # group commit (P10): at most this many messages per commit (1: off)
     group_s: float = 0.05            # ... and a group stays open at most this long
     read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11)
-    write_behind: bool = True        # ... and writes its messages' states and statuses together (P13)
+    write_behind: bool = True        # ... and writes its messages' states and statuses together (P13, P16)
 
 
 @dataclass
@@ -115,8 +115,8 @@ class Pump:
         if self.options.group_messages > 1:
             processor.group = GroupCommit(self.options.group_messages, self.options.group_s)
             processor.lookahead = Lookahead(min(self.options.group_messages, self.options.read_ahead))
-            if processor.folds_transactions and self.options.write_behind:
-                processor.behind = WriteBehind()
+            if self.options.write_behind:
+                processor.behind = WriteBehind(terminal=processor.folds_transactions)
         self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(
             f"another msgx pump holds the writer lock (pg advisory lock {locks.PUMP}); "
             "this pump exits without processing"))

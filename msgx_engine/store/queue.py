@@ -192,39 +192,87 @@ class Applied:
     identity: str
 
 
-# The terminal SUCCEEDED of a whole group in one statement (P13): what ``write_status`` writes
-# for each of them (status, history, backfill todo, event release, identity binding), guarded the
-# same way; rows in id order so history ids follow it.
+# A group's rows travel as one JSON array (P13); ``u`` returns what the identity binding needs.
+_GROUP_ROWS_CTE = (
+    "v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS x(msg_id bigint, applied_at timestamptz, "
+    "msg_type text, msg_styp text, payload_hash text, identity text, b_hash text))")
+_GROUP_RETURNING = ("RETURNING p.msg_id, p.created_at, v.b_hash, v.identity AS b_identity, "
+                    "v.payload_hash AS b_payload_hash")
+_APPLIED_COLUMNS = ("applied_at = v.applied_at, msg_type = v.msg_type, msg_styp = v.msg_styp, "
+                    "payload_hash = v.payload_hash, identity_key = v.identity")
+_GUARD = "AND pg_backend_pid() = %(pid)s"
+# What a terminal SUCCEEDED writes beside the row (INV-8): its history row, in id order so history
+# ids follow it, the backfill todo and the release of its events.
+_SUCCEEDED = (f"h AS (INSERT INTO proc_state_hst (msg_id, status, at) "
+              f"SELECT msg_id, '{Status.SUCCEEDED}', %(now)s::timestamptz FROM u ORDER BY msg_id), "
+              f"{_TODO_CTE}, {_RELEASE_CTE}")
+_SUCCEEDED_SET = (f"status = '{Status.SUCCEEDED}', reason = NULL, error_detail = NULL, terminal_at = %(now)s, "
+                  "updated_at = %(now)s, next_attempt_at = NULL, dup_of = NULL")
+
+# The terminal SUCCEEDED of a whole folded group in one statement (P13): what ``write_status``
+# writes for each of them (status, history, backfill todo, event release, identity binding),
+# guarded the same way.
 _APPLIED_GROUP_SQL = (
-    "WITH v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS x(msg_id bigint, applied_at timestamptz, "
-    "msg_type text, msg_styp text, payload_hash text, identity text, b_hash text)), "
-    f"u AS (UPDATE proc_state p SET status = '{Status.SUCCEEDED}', reason = NULL, error_detail = NULL, "
-    "terminal_at = %(now)s, updated_at = %(now)s, next_attempt_at = NULL, dup_of = NULL, "
-    "applied_at = v.applied_at, msg_type = v.msg_type, msg_styp = v.msg_styp, payload_hash = v.payload_hash, "
-    f"identity_key = v.identity FROM v WHERE p.msg_id = v.msg_id AND p.status IN {_OPEN_SQL} "
-    "AND pg_backend_pid() = %(pid)s RETURNING p.msg_id, p.created_at, v.b_hash, v.identity AS b_identity, "
-    "v.payload_hash AS b_payload_hash), "
-    "h AS (INSERT INTO proc_state_hst (msg_id, status, at) "
-    f"SELECT msg_id, '{Status.SUCCEEDED}', %(now)s::timestamptz FROM u ORDER BY msg_id), "
-    f"{_TODO_CTE}, {_RELEASE_CTE}, {identity.binding_cte('u', per_row=True)} "
+    f"WITH {_GROUP_ROWS_CTE}, "
+    f"u AS (UPDATE proc_state p SET {_SUCCEEDED_SET}, {_APPLIED_COLUMNS} "
+    f"FROM v WHERE p.msg_id = v.msg_id AND p.status IN {_OPEN_SQL} {_GUARD} {_GROUP_RETURNING}), "
+    f"{_SUCCEEDED}, {identity.binding_cte('u', per_row=True)} "
     "SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
 
+# Transaction 1's ``applied_at`` and identity binding of a whole two-transaction group (P16): what
+# ``mark_applied`` writes for each of them, guarded the same way.
+_MARK_GROUP_SQL = (
+    f"WITH {_GROUP_ROWS_CTE}, "
+    f"u AS (UPDATE proc_state p SET updated_at = %(now)s, {_APPLIED_COLUMNS} "
+    f"FROM v WHERE p.msg_id = v.msg_id AND p.status IN {_OPEN_SQL} AND p.applied_at IS NULL {_GUARD} "
+    f"{_GROUP_RETURNING}), {identity.binding_cte('u', per_row=True)} "
+    "SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
 
-def write_applied(conn: Connection, rows: list[Applied], *, now: datetime, pid: int, window: timedelta) -> bool:
-    """The terminal SUCCEEDED of every message in ``rows`` with its identity bound, in one guarded
-    statement (P13). False when any row was refused (not open, or this session lost the writer
-    lock); ``IdentityTaken`` when any identity is held by another row inside the window, or two
-    of them are the same. Either way the caller rolls the transaction back."""
+# ... and its transaction 2 once the post-commit steps are done: the terminal SUCCEEDED of every
+# applied message, what ``write_status`` writes for each of them (the identity is bound already).
+_FINISH_GROUP_SQL = (
+    f"WITH u AS (UPDATE proc_state p SET {_SUCCEEDED_SET} WHERE p.msg_id = ANY(%(ids)s) "
+    f"AND p.status IN {_OPEN_SQL} AND p.applied_at IS NOT NULL {_GUARD} RETURNING p.msg_id, p.created_at), "
+    f"{_SUCCEEDED} SELECT count(*) FROM u")
+
+
+def _group_rows(conn: Connection, sql: str, rows: list[Applied], *, now: datetime, pid: int,
+                window: timedelta) -> bool:
+    """Run a group statement over ``rows`` (in id order) with their identity bindings: False when
+    any row was refused (not open, or this session lost the writer lock); ``IdentityTaken`` when
+    any identity is held by another row inside the window, or two of them are the same. Either
+    way the caller rolls the transaction back."""
     data = [{"msg_id": r.msg_id, "applied_at": r.applied_at.isoformat(), "msg_type": r.msg_type,
              "msg_styp": r.msg_styp, "payload_hash": r.payload_hash, "identity": r.identity,
              "b_hash": identity.identity_hash(r.identity)} for r in sorted(rows, key=lambda r: r.msg_id)]
     if len({d["b_hash"] for d in data}) < len(data):
         raise identity.IdentityTaken("two messages of one group carry the same identity")
-    written, bound = conn.exec_driver_sql(_APPLIED_GROUP_SQL, {
+    written, bound = conn.exec_driver_sql(sql, {
         "rows": json.dumps(data, ensure_ascii=False), "now": now, "pid": pid, "b_window": window}).one()
     if written == len(rows) and bound < written:
         raise identity.IdentityTaken("an identity of the group is bound to another message inside the window")
     return bool(written == len(rows))
+
+
+def write_applied(conn: Connection, rows: list[Applied], *, now: datetime, pid: int, window: timedelta) -> bool:
+    """The terminal SUCCEEDED of every message in ``rows`` with its identity bound, in one guarded
+    statement (P13); refusals as ``_group_rows`` says."""
+    return _group_rows(conn, _APPLIED_GROUP_SQL, rows, now=now, pid=pid, window=window)
+
+
+def mark_applied_many(conn: Connection, rows: list[Applied], *, now: datetime, pid: int, window: timedelta) -> bool:
+    """``applied_at`` and the identity binding of every message in ``rows``, in one guarded
+    statement (P16; transaction 1 stays open); refusals as ``_group_rows`` says, and a row
+    already applied is refused too."""
+    return _group_rows(conn, _MARK_GROUP_SQL, rows, now=now, pid=pid, window=window)
+
+
+def finish_applied(conn: Connection, msg_ids: list[int], *, now: datetime, pid: int) -> bool:
+    """Transaction 2 of applied messages whose post-commit steps are done (P16): terminal SUCCEEDED,
+    history, backfill todo and event release of each, in one guarded statement. False when any
+    row was refused (not open, not applied, or this session lost the writer lock)."""
+    written = conn.exec_driver_sql(_FINISH_GROUP_SQL, {"ids": sorted(msg_ids), "now": now, "pid": pid}).scalar_one()
+    return bool(written == len(msg_ids))
 
 
 def note_error(conn: Connection, msg_id: int, error_class: str, detail: str, now: datetime) -> None:

@@ -129,9 +129,16 @@ def workload() -> list[str]:
 class Running:
     proc: subprocess.Popen
     log: Path
+    gate: Path | None = None       # held at a step while this file exists (MSGX_FAULT_HOLD)
+
+    def release(self) -> None:
+        """Let a process held at its step go on."""
+        if self.gate is not None:
+            self.gate.unlink(missing_ok=True)
 
     def finish(self, timeout: float = 300) -> tuple[int, str]:
         """Wait for the exit (kill it on timeout): the exit code and everything it wrote."""
+        self.release()
         try:
             self.proc.wait(timeout)
         finally:
@@ -141,6 +148,7 @@ class Running:
         return self.proc.returncode, self.log.read_text()
 
     def stop(self) -> None:
+        self.release()
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
@@ -309,15 +317,22 @@ def kill_at(step: str) -> Callable[[Lab, dict], str]:
 
 
 def pump_mid_run(lab: Lab) -> tuple[Install, Running]:
-    """A fresh installation with the workload, its ``pump --drain`` running and part-way through."""
+    """A fresh installation with the workload, its ``pump --drain`` running and part-way through:
+    held after its 60th terminal message (``MSGX_FAULT_HOLD``) until the caller has broken a
+    server and calls ``release()`` (or ``finish()``), so the break lands mid-run however fast the
+    pump drains the rest."""
     inst = lab.install()
     fill(inst.mailbox_url, workload())
-    runner = inst.start("pump", "--drain")
+    gate = inst.home / "hold-mid-run"
+    gate.touch()
+    runner = inst.start("pump", "--drain", MSGX_FAULT_HOLD=f"after_tx2:60:{gate}")
+    runner.gate = gate
     try:
-        wait_for(lambda: inst.count("status = 'SUCCEEDED'") >= 60, "the pump to be mid-run", 120)
+        wait_for(lambda: gate.with_name(gate.name + ".held").exists(), "the pump to be mid-run", 120)
     except AssertionError:
         runner.stop()
         raise
+    assert N - 60 > inst.count("status IN ('SUCCEEDED','SKIPPED','DEAD')") >= 60
     return inst, runner
 
 
@@ -325,6 +340,7 @@ def postgres_killed(lab: Lab, reference: dict) -> str:
     inst, runner = pump_mid_run(lab)
     try:
         lab.servers.pg.kill()
+        runner.release()
         wait_for(_started(lab.servers.pg), "PostgreSQL to start again after its kill", 60)
         rc, err = runner.finish()
     finally:
@@ -340,6 +356,7 @@ def mariadb_killed(lab: Lab, reference: dict) -> str:
     try:
         before = inst.count("status = 'SUCCEEDED'")
         lab.servers.mariadb.kill()
+        runner.release()
         wait_for(lambda: runner.proc.poll() is not None or inst.count("status = 'SUCCEEDED'") > before
                  or inst.count("error_class = 'SOURCE_UNAVAILABLE'") > 0,
                  "the pump to go on with registered work (or wait for the mailbox)", 120)
@@ -368,6 +385,7 @@ def redis_outage(lab: Lab, reference: dict) -> str:
                "AND next_attempt_at - updated_at >= interval '29.5 seconds'")
     try:
         lab.servers.redis.kill()
+        runner.release()
         wait_for(lambda: inst.count(waiting) == 1, "the waiting head to reach the 30 s cap", 150)
         head = inst.query("SELECT msg_id, attempts, extract(epoch FROM next_attempt_at - updated_at) AS delay, "
                           "(SELECT count(*) FROM proc_state_hst h WHERE h.msg_id = p.msg_id "

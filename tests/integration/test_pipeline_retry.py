@@ -36,28 +36,51 @@ from tests.pipeline_support import (
 )
 
 
-def failing_hook(fail_ids: set[int], times: int):
+class FailingHook:
     """A post-commit hook (the Redis projection's place) that fails ``times`` times per message."""
-    seen: dict[int, int] = {}
 
-    def hook(conn, msg_id, states):
-        if msg_id in fail_ids and seen.get(msg_id, 0) < times:
-            seen[msg_id] = seen.get(msg_id, 0) + 1
-            raise ConnectionError("projection unavailable")
+    def __init__(self, fail_ids: set[int], times: int) -> None:
+        self.fail_ids, self.times = fail_ids, times
+        self.seen: dict[int, int] = {}
+        self.calls: list[list[int]] = []
 
-    return hook
+    def __call__(self, conn, msg_id, states) -> None:
+        self._run([msg_id])
+
+    def _run(self, ids: list[int]) -> None:
+        self.calls.append(ids)
+        for msg_id in ids:
+            if msg_id in self.fail_ids and self.seen.get(msg_id, 0) < self.times:
+                self.seen[msg_id] = self.seen.get(msg_id, 0) + 1
+                raise ConnectionError("projection unavailable")
 
 
-@pytest.mark.parametrize("grouped", [False, True], ids=["alone", "group"])
-def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock, grouped):
+class FailingGroupHook(FailingHook):
+    """... that also takes a committed group at once (``many``, as the projection does, P16): the
+    call fails when one of the group's messages is to fail."""
+
+    def many(self, conn, group) -> None:
+        self._run([msg_id for msg_id, _ in group])
+
+
+def failing_hook(fail_ids: set[int], times: int) -> FailingHook:
+    return FailingHook(fail_ids, times)
+
+
+@pytest.mark.parametrize(("grouped", "hook_kind"), [(False, FailingHook), (True, FailingHook),
+                                                    (True, FailingGroupHook)],
+                         ids=["alone", "group", "group, one hook call per group"])
+def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock, grouped, hook_kind):
     """US-03 AC1, INV-3, INV-17b, INV-20b, D22: a failed post-commit step leaves the message FAILED
     (PROJECTION, no attempt used, error on its own record, next look +1 s) with state applied once
     and events not yet releasable; the next id waits behind it (not terminal, events unreleased,
     not marked; applied only when its transaction 1 was committed in the same group, P12); the
-    retry runs only the remaining steps, for both."""
+    retry runs only the remaining steps, for both. A hook that takes the whole group (P16) fails
+    for the group: its first message waits, the rest stay applied and open behind it."""
     a = app.mailbox.put(gtdt("R1", (1, "A1")))
     b = app.mailbox.put(gtdt("R2", (1, "B1")))
-    app.post_commit.append(failing_hook({a}, 1))
+    hook = hook_kind({a}, 1)
+    app.post_commit.append(hook)
     app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, group_messages=64 if grouped else 1)).run()
     row = proc(app, a)
     assert (row.status, row.attempts, row.error_class) == ("FAILED", 0, "PROJECTION")
@@ -78,6 +101,10 @@ def test_retry_with_backoff_keeps_fifo_and_does_not_reapply(app, clock, grouped)
     assert ev[0].state_version == 1 and is_marked(app, a)
     assert history(app, a) == [("FAILED", None, "PROJECTION", 0), ("SUCCEEDED", None, None, None)]
     assert [e.state_version for e in events(app, b)] == [1, 1] and gates(app, "R2") == [(1, "B1")]
+    if hook_kind is FailingGroupHook:
+        assert hook.calls[0] == [a, b], hook.calls     # the group, at once
+    else:
+        assert hook.calls[:2] == [[a], [a]], hook.calls
 
 
 class _Boom(Plan):

@@ -8,12 +8,15 @@ PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
+import uuid
+
 from builders import flop, gtdt
 from snapshot_builders import day_package, fltr, schd, sodt
 from sqlalchemy import event, text
 
 from msgx_engine.app import App
 from msgx_engine.config import Settings
+from msgx_engine.delivery.projection import Projection, connect
 from msgx_engine.pipeline.lookahead import Lookahead
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.tables import detail_tables
@@ -82,19 +85,37 @@ def _new_app(pg_dbs, mysql_dbs, clock, home, **settings) -> App:
                                       redis_url=None, home=home, gap_grace_s=5.0, **settings), clock=clock)
 
 
-def _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, **settings) -> tuple[App, dict, dict]:
+def _projected(app: App, redis_url: str) -> Projection:
+    """The app's post-commit step: a projection on the shared Redis under a key of its own."""
+    projection = Projection(connect(redis_url), key=f"flightInfo_test_{uuid.uuid4().hex[:8]}")
+    app.post_commit.append(projection.hook)
+    return projection
+
+
+def _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, redis_url: str | None = None,
+                       **settings) -> tuple[App, dict, dict]:
     """The mixed day drained by the pump with groups and read-ahead, and by a pump with one
-    commit per message (``group_messages=1``), each on its own databases."""
+    commit per message (``group_messages=1``), each on its own databases; with ``redis_url``
+    each projects to Redis (its own key), and the projections are compared too."""
     app = _new_app(pg_dbs, mysql_dbs, clock, tmp_path / "grouped", **settings)
     solo = _new_app(pg_dbs, mysql_dbs, clock, tmp_path / "solo", **settings)
+    projections = [_projected(app, redis_url), _projected(solo, redis_url)] if redis_url else []
     try:
         for xml in _mixed_day():
             app.mailbox.put(xml)
             solo.mailbox.put(xml)
         _drain(app)
         _drain(solo, group_messages=1)
-        return app, _everything(app), _everything(solo)
+        grouped, alone = _everything(app), _everything(solo)
+        if projections:
+            hashes = [(p.client.hgetall(p.key), p.client.hgetall(p.version_key)) for p in projections]
+            grouped["redis"], alone["redis"] = [hashes[0][0], hashes[0][1]], [hashes[1][0], hashes[1][1]]
+            assert len(hashes[0][0]) >= 8, hashes[0][0].keys()
+        return app, grouped, alone
     finally:
+        for p in projections:
+            p.client.delete(p.key, p.version_key)
+            p.client.close()
         solo.dispose()
 
 
@@ -127,6 +148,73 @@ def test_p12_two_transaction_groups_leave_what_one_message_at_a_time_leaves(pg_d
         app.dispose()
     assert open_or_unapplied == 0
     _assert_same(grouped, alone)
+
+
+def test_p16_projected_groups_leave_what_one_message_at_a_time_leaves(pg_dbs, mysql_dbs, clock, tmp_path,
+                                                                      redis_url):
+    """With the Redis projection as the post-commit step (INV-23), a group holds its writes and
+    its applied marks back and projects once per group (P16): flights, details, events,
+    generations, queue outcomes and the projection with its version hash are those of one
+    message at a time, and every message is terminal, applied once (INV-20b)."""
+    app, grouped, alone = _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, redis_url)
+    app.dispose()
+    assert all(r["status"] in ("SUCCEEDED", "SKIPPED", "DEAD") for r in grouped["proc_state"])
+    _assert_same(grouped, alone)
+
+
+def test_p16_a_projected_group_writes_and_projects_once(app, redis_url):
+    """16 GTDT messages on 16 stored flights with the projection, in one group: one flight upsert,
+    one statement for the 16 applied marks and identity bindings (none for one message), one
+    terminal statement and one projection write for all of them; each SUCCEEDED once in id order,
+    released, with its gate, projected at its version (INV-23); a duplicate after the group is
+    still SKIPPED(duplicate) (INV-9)."""
+    projection = _projected(app, redis_url)
+    try:
+        for i in range(16):
+            app.mailbox.put(gtdt(f"RP{i:02d}", (1, "X0")))
+        _drain(app)
+        bodies = [gtdt(f"RP{i:02d}", (1, f"Y{i}")) for i in range(16)]
+        ids = [app.mailbox.put(b) for b in bodies]
+        writes: list[int] = []
+        apply = projection.apply
+        projection.apply = lambda states: writes.append(len(list(states))) or apply(states)  # type: ignore[method-assign]
+        seen: dict[str, int] = {"upsert": 0, "mark one": 0, "mark group": 0, "finish": 0, "single status": 0}
+
+        def count(conn, cursor, statement, *rest) -> None:
+            if statement.startswith("INSERT INTO flight_schd"):
+                seen["upsert"] += 1
+            elif "UPDATE proc_state SET applied_at" in statement:
+                seen["mark one"] += 1
+            elif statement.startswith("WITH v AS") and "applied_at IS NULL" in statement:
+                seen["mark group"] += 1
+            elif "applied_at IS NOT NULL" in statement and "UPDATE proc_state p" in statement:
+                seen["finish"] += 1
+            elif "v_terminal_at" in statement:
+                seen["single status"] += 1
+
+        event.listen(app.engine, "before_cursor_execute", count)
+        _drain(app, group_s=60.0)
+        event.remove(app.engine, "before_cursor_execute", count)
+        assert seen == {"upsert": 1, "mark one": 0, "mark group": 1, "finish": 1, "single status": 0}, seen
+        assert writes == [16], writes
+        with app.engine.connect() as conn:
+            done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
+                                     "ORDER BY id"), {"m": ids[0]}).scalars().all()
+            unreleased = conn.execute(text("SELECT count(*) FROM msg_event WHERE released_at IS NULL")).scalar_one()
+            applied = conn.execute(text("SELECT count(*) FROM proc_state WHERE msg_id >= :m "
+                                        "AND applied_at IS NOT NULL"), {"m": ids[0]}).scalar_one()
+        assert done == ids and unreleased == 0 and applied == 16
+        assert all(gates(app, f"RP{i:02d}") == [(1, f"Y{i}")] for i in range(16))
+        versions = projection.client.hgetall(projection.version_key)
+        assert {f"RP{i:02d}": "2" for i in range(16)} == versions
+        assert all(f'"Y{i}"' in (projection.get(f"RP{i:02d}") or "") for i in range(16))
+        dup = app.mailbox.put(bodies[3])
+        _drain(app)
+        with app.engine.connect() as conn:
+            assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
+                                {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
+    finally:
+        projection.client.delete(projection.key, projection.version_key)
 
 
 def test_p12_a_group_of_two_transaction_messages_commits_together(pg_dbs, mysql_dbs, clock, tmp_path):
