@@ -92,6 +92,34 @@ def _projected(app: App, redis_url: str) -> Projection:
     return projection
 
 
+def _sixteen_on_stored_flights(app: App, prefix: str) -> tuple[list[str], list[int]]:
+    """16 stored flights, then 16 GTDT messages (one each, a new gate) put in the mailbox, not
+    yet processed: their bodies and mailbox ids."""
+    for i in range(16):
+        app.mailbox.put(gtdt(f"{prefix}{i:02d}", (1, "X0")))
+    _drain(app)
+    bodies = [gtdt(f"{prefix}{i:02d}", (1, f"Y{i}")) for i in range(16)]
+    return bodies, [app.mailbox.put(b) for b in bodies]
+
+
+def _assert_sixteen_done(app: App, prefix: str, bodies: list[str], ids: list[int]) -> None:
+    """Each of the 16 SUCCEEDED once in id order, applied, its events released, its gate stored;
+    the same body again afterwards is SKIPPED(duplicate) of it (INV-9)."""
+    with app.engine.connect() as conn:
+        done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
+                                 "ORDER BY id"), {"m": ids[0]}).scalars().all()
+        unreleased = conn.execute(text("SELECT count(*) FROM msg_event WHERE released_at IS NULL")).scalar_one()
+        applied = conn.execute(text("SELECT count(*) FROM proc_state WHERE msg_id >= :m "
+                                    "AND applied_at IS NOT NULL"), {"m": ids[0]}).scalar_one()
+    assert done == ids and unreleased == 0 and applied == 16
+    assert all(gates(app, f"{prefix}{i:02d}") == [(1, f"Y{i}")] for i in range(16))
+    dup = app.mailbox.put(bodies[3])
+    _drain(app)
+    with app.engine.connect() as conn:
+        assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
+                            {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
+
+
 def _grouped_and_alone(pg_dbs, mysql_dbs, clock, tmp_path, redis_url: str | None = None,
                        **settings) -> tuple[App, dict, dict]:
     """The mixed day drained by the pump with groups and read-ahead, and by a pump with one
@@ -170,11 +198,7 @@ def test_p16_a_projected_group_writes_and_projects_once(app, redis_url):
     still SKIPPED(duplicate) (INV-9)."""
     projection = _projected(app, redis_url)
     try:
-        for i in range(16):
-            app.mailbox.put(gtdt(f"RP{i:02d}", (1, "X0")))
-        _drain(app)
-        bodies = [gtdt(f"RP{i:02d}", (1, f"Y{i}")) for i in range(16)]
-        ids = [app.mailbox.put(b) for b in bodies]
+        bodies, ids = _sixteen_on_stored_flights(app, "RP")
         writes: list[int] = []
         apply = projection.apply
         projection.apply = lambda states: writes.append(len(list(states))) or apply(states)  # type: ignore[method-assign]
@@ -197,22 +221,10 @@ def test_p16_a_projected_group_writes_and_projects_once(app, redis_url):
         event.remove(app.engine, "before_cursor_execute", count)
         assert seen == {"upsert": 1, "mark one": 0, "mark group": 1, "finish": 1, "single status": 0}, seen
         assert writes == [16], writes
-        with app.engine.connect() as conn:
-            done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
-                                     "ORDER BY id"), {"m": ids[0]}).scalars().all()
-            unreleased = conn.execute(text("SELECT count(*) FROM msg_event WHERE released_at IS NULL")).scalar_one()
-            applied = conn.execute(text("SELECT count(*) FROM proc_state WHERE msg_id >= :m "
-                                        "AND applied_at IS NOT NULL"), {"m": ids[0]}).scalar_one()
-        assert done == ids and unreleased == 0 and applied == 16
-        assert all(gates(app, f"RP{i:02d}") == [(1, f"Y{i}")] for i in range(16))
         versions = projection.client.hgetall(projection.version_key)
         assert {f"RP{i:02d}": "2" for i in range(16)} == versions
         assert all(f'"Y{i}"' in (projection.get(f"RP{i:02d}") or "") for i in range(16))
-        dup = app.mailbox.put(bodies[3])
-        _drain(app)
-        with app.engine.connect() as conn:
-            assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
-                                {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
+        _assert_sixteen_done(app, "RP", bodies, ids)
     finally:
         projection.client.delete(projection.key, projection.version_key)
 
@@ -238,11 +250,8 @@ def test_p12_a_group_of_two_transaction_messages_commits_together(pg_dbs, mysql_
 
 def test_p11_a_group_reads_its_heads_and_its_flights_once(app):
     """16 GTDT messages on 16 stored flights, in one group: one head query and one flight load
-    for all of them (not one each), and every message SUCCEEDED in id order with its gate."""
-    for i in range(16):
-        app.mailbox.put(gtdt(f"RH{i:02d}", (1, "X0")))
-    _drain(app)
-    ids = [app.mailbox.put(gtdt(f"RH{i:02d}", (1, f"Y{i}"))) for i in range(16)]
+    for all of them (not one each); each SUCCEEDED once in id order with its gate."""
+    bodies, ids = _sixteen_on_stored_flights(app, "RH")
     heads: list[str] = []
     loads: list[str] = []
 
@@ -256,11 +265,7 @@ def test_p11_a_group_reads_its_heads_and_its_flights_once(app):
     _drain(app, group_s=60.0)
     assert len(heads) <= 3, f"{len(heads)} head queries for 16 grouped messages"     # + the final idle look
     assert len(loads) == 1, f"{len(loads)} flight loads for 16 grouped messages"
-    with app.engine.connect() as conn:
-        done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
-                                 "ORDER BY id"), {"m": ids[0]}).scalars().all()
-    assert done == ids
-    assert all(gates(app, f"RH{i:02d}") == [(1, f"Y{i}")] for i in range(16))
+    _assert_sixteen_done(app, "RH", bodies, ids)
 
 
 def test_p11_what_was_read_ahead_is_dropped_with_its_transaction(app):
@@ -282,11 +287,7 @@ def test_p13_a_group_writes_its_states_and_statuses_once(app):
     """16 GTDT messages on 16 stored flights, in one group: one flight upsert and one status
     statement for all of them (not one each); each SUCCEEDED once in id order, released, with
     its gate; a duplicate after the group is still SKIPPED(duplicate) (INV-9)."""
-    for i in range(16):
-        app.mailbox.put(gtdt(f"RW{i:02d}", (1, "X0")))
-    _drain(app)
-    bodies = [gtdt(f"RW{i:02d}", (1, f"Y{i}")) for i in range(16)]
-    ids = [app.mailbox.put(b) for b in bodies]
+    bodies, ids = _sixteen_on_stored_flights(app, "RW")
     upserts: list[str] = []
     statuses: list[str] = []
 
@@ -299,17 +300,7 @@ def test_p13_a_group_writes_its_states_and_statuses_once(app):
     event.listen(app.engine, "before_cursor_execute", count)
     _drain(app, group_s=60.0)
     assert (len(upserts), len(statuses)) == (1, 1), (len(upserts), len(statuses))
-    with app.engine.connect() as conn:
-        done = conn.execute(text("SELECT msg_id FROM proc_state_hst WHERE status = 'SUCCEEDED' AND msg_id >= :m "
-                                 "ORDER BY id"), {"m": ids[0]}).scalars().all()
-        unreleased = conn.execute(text("SELECT count(*) FROM msg_event WHERE released_at IS NULL")).scalar_one()
-    assert done == ids and unreleased == 0
-    assert all(gates(app, f"RW{i:02d}") == [(1, f"Y{i}")] for i in range(16))
-    dup = app.mailbox.put(bodies[3])
-    _drain(app)
-    with app.engine.connect() as conn:
-        assert conn.execute(text("SELECT status, reason, dup_of FROM proc_state WHERE msg_id = :m"),
-                            {"m": dup}).one() == ("SKIPPED", "duplicate", ids[3])
+    _assert_sixteen_done(app, "RW", bodies, ids)
 
 
 def test_p13_a_master_sees_the_children_its_group_holds(app):
