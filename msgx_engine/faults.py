@@ -4,7 +4,8 @@ between_tx1_tx2, after_tx2, inside_backfill. Unset in production: the check is o
 
 ``MSGX_FAULT_HOLD=<step>:<n>:<file>`` instead holds the process at the n-th time it reaches the
 step, for as long as ``<file>`` exists, and creates ``<file>.held`` when it gets there: the fault
-matrix breaks a server under a pump that is certainly mid-run, however fast the pump drains."""
+matrix breaks a server under a pump that is certainly mid-run, however fast the pump drains.
+Several holds are separated by commas (a second one keeps the pump alive until the server is back)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,7 @@ HOLD_LIMIT_S = 300.0
 _counts: dict[str, int] = {}
 
 
-def _target(name: str) -> tuple[str, int, str] | None:
-    raw = os.environ.get(name)
+def _target(raw: str | None) -> tuple[str, int, str] | None:
     if not raw:
         return None
     step, _, rest = raw.partition(":")
@@ -32,12 +32,18 @@ def _count(key: str) -> int:
 
 
 def reach(step: str) -> None:
-    kill = _target("MSGX_FAULT_STEP")
+    kill = _target(os.environ.get("MSGX_FAULT_STEP"))
     if kill is not None and kill[0] == step and _count(step) >= kill[1]:
         os.kill(os.getpid(), signal.SIGKILL)
-    hold = _target("MSGX_FAULT_HOLD")
-    if hold is not None and hold[0] == step and _count(f"hold:{step}") == hold[1]:
-        _hold(Path(hold[2]))
+    holds = os.environ.get("MSGX_FAULT_HOLD")
+    if not holds:
+        return
+    targets = [t for t in map(_target, holds.split(",")) if t is not None and t[0] == step]
+    if targets:
+        n = _count(f"hold:{step}")
+        for _, at, path in targets:
+            if n == at:
+                _hold(Path(path))
 
 
 def _hold(gate: Path) -> None:
