@@ -152,21 +152,33 @@ def _detail_tuples(states: Sequence[FlightState], table: str,
                 yield row
 
 
+_SCALAR_COLUMNS = tuple((name.lower(), name) for name in SCALARS)
+_OBJECT_COLUMNS = tuple((obj.key, frozenset(obj.parts), tuple(zip(obj.parts, obj.columns, strict=True)))
+                        for obj in OBJECTS)
+
+
 def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
+    """The ``flight_schd`` row of a state (a snapshot builds 10,000 at once: the columns are
+    walked from tables built once, issue 16)."""
+    fields = state.fields
     row: dict[str, object] = {
         "flid": state.flid, "fday": state.fday, "state_version": state.state_version,
         "last_message_id": state.last_message_id, "deleted": state.deleted,
         "deleted_at": now if state.deleted else None, "stand_bridges": to_column(state.bridges),
         "field_msg": Jsonb(dict(state.stamps)) if state.stamps else None,
     }
-    for name in SCALARS:
-        row[name.lower()] = state.get(name)
-    for obj in OBJECTS:
-        parts = state.entry(obj.key) or {}
-        unknown = set(parts) - set(obj.parts)
+    for col, name in _SCALAR_COLUMNS:
+        row[col] = fields.get(name)
+    for key, known, columns in _OBJECT_COLUMNS:
+        parts = state.entry(key)
+        if not parts:
+            for _, col in columns:
+                row[col] = None
+            continue
+        unknown = set(parts) - known
         if unknown:
-            raise ValueError(f"{obj.key} has parts without a column: {sorted(unknown)}")
-        for part, col in zip(obj.parts, obj.columns, strict=True):
+            raise ValueError(f"{key} has parts without a column: {sorted(unknown)}")
+        for part, col in columns:
             row[col] = parts.get(part)
     for group in TEXT_GROUPS:
         entries = state.entries(group.key)
