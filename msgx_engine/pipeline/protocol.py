@@ -546,11 +546,12 @@ class Processor:
         return result
 
     def _finish_applied(self, conn: Connection, pending: list[tuple[int, StepResult]]) -> None:
-        """The group's transaction 1 has committed: each message's post-commit step, in id order,
-        then their terminal statuses in one transaction 2 (P12). A post-commit step that fails
-        (Redis down) makes that message wait as D22 says (FAILED, PROJECTION, backoff); the
-        messages after it stay applied and open behind it, and the head path finishes them
-        without applying their state again (INV-20b)."""
+        """The group's transaction 1 has committed: the post-commit steps in id order (a hook that
+        takes the whole group gets it in one call, P16), then the terminal statuses of the
+        messages that passed them in one transaction 2, one statement (P12, P16). A post-commit
+        step that fails (Redis down) makes that message wait as D22 says (FAILED, PROJECTION,
+        backoff); the messages after it stay applied and open behind it, and the head path
+        finishes them without applying their state again (INV-20b)."""
         group = self.group
         assert group is not None
         applied, self._applied = self._applied, {}
