@@ -28,6 +28,7 @@ import pstats
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import psycopg
@@ -51,6 +52,18 @@ from msgx_engine.state.model import FlightState  # noqa: E402
 from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
 
 TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
+
+
+def copy_upsert(cur: psycopg.Cursor, table: str, cols: list[str], rows: Iterable[Sequence[object]], key: str) -> None:
+    """The floors' bulk upsert: ``rows`` (values in ``cols`` order) by COPY into a temporary table,
+    then one ``INSERT … ON CONFLICT (key) DO UPDATE`` into ``table``."""
+    cur.execute(f"CREATE TEMP TABLE in_{table} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
+    with cur.copy(f"COPY in_{table} ({', '.join(cols)}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+    keys = {k.strip() for k in key.split(",")}
+    cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM in_{table} "
+                f"ON CONFLICT ({key}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys))
 
 
 def run_plain_floor(pg_url: str, xml: str) -> float:
@@ -87,16 +100,8 @@ def run_plain_floor(pg_url: str, xml: str) -> float:
                        *(entry.get(c) or None for c in gate_spec.children)]
                       for ordinal, entry in enumerate(groups.get(gate_spec.key, ()), start=1)]
         with conn.cursor() as cur:
-            for table, cols, rows, key in (("flight_schd", main_cols, flights, "flid"),
-                                           ("flight_gate", gate_cols, gates, "flid, ordinal")):
-                cur.execute(f"CREATE TEMP TABLE in_{table} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
-                with cur.copy(f"COPY in_{table} ({', '.join(cols)}) FROM STDIN") as copy:
-                    for row in rows:
-                        copy.write_row(row)
-                keys = {k.strip() for k in key.split(",")}
-                cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM in_{table} "
-                            f"ON CONFLICT ({key}) DO UPDATE SET "
-                            + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys))
+            copy_upsert(cur, "flight_schd", main_cols, flights, "flid")
+            copy_upsert(cur, "flight_gate", gate_cols, gates, "flid, ordinal")
         conn.commit()
         return time.perf_counter() - t0
 
@@ -120,14 +125,7 @@ def run_floor(pg_url: str, xml: str) -> float:
         with conn.cursor() as cur:
             for table, trows, key in (("flight_schd", rows, "flid"), ("flight_gate", gates, "flid, ordinal")):
                 cols = list(trows[0])
-                cur.execute(f"CREATE TEMP TABLE in_{table} (LIKE {table} INCLUDING DEFAULTS) ON COMMIT DROP")
-                with cur.copy(f"COPY in_{table} ({', '.join(cols)}) FROM STDIN") as copy:
-                    for r in trows:
-                        copy.write_row([r[c] for c in cols])
-                keys = {k.strip() for k in key.split(",")}
-                cur.execute(f"INSERT INTO {table} ({', '.join(cols)}) SELECT {', '.join(cols)} FROM in_{table} "
-                            f"ON CONFLICT ({key}) DO UPDATE SET "
-                            + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys))
+                copy_upsert(cur, table, cols, ([r[c] for c in cols] for r in trows), key)
         conn.commit()
         return time.perf_counter() - t0
 

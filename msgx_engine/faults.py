@@ -1,6 +1,6 @@
 """Fault injection for the crash matrix: ``MSGX_FAULT_STEP=<step>[:<n>]`` kills the process with
 SIGKILL the n-th time (default 1st) the pipeline reaches that step. Steps: before_tx1_commit,
-between_tx1_tx2, after_tx2, inside_backfill. Unset in production: the check is one dict lookup.
+between_tx1_tx2, after_tx2, inside_backfill. Unset in production: the check is two dict lookups.
 
 ``MSGX_FAULT_HOLD=<step>:<n>:<file>`` instead holds the process at the n-th time it reaches the
 step, for as long as ``<file>`` exists, and creates ``<file>.held`` when it gets there: the fault
