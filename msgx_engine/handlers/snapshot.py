@@ -30,6 +30,7 @@ from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answere
 from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
+from msgx_engine.handlers.whole_record import whole_record_fields
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.times import dttm_local, sis_date, sis_datetime
 from msgx_engine.state.model import (
@@ -130,10 +131,12 @@ def snapshot_fields(values: Mapping[str, object]) -> Fields:
 
 
 def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
-    """(FLID, full state fields) for every FLTR in input order; raises Unmapped on unknown content."""
+    """(FLID, full state fields) for every FLTR in input order; raises Unmapped on unknown content.
+    A plainly valid record takes the one-pass path; anything else the exact one (issue 16)."""
     container = msg.root.find("SCHD")
     assert container is not None
-    return tuple((text_of(r.find("FLID")), snapshot_fields(block_values(r))) for r in container.findall("FLTR"))
+    return tuple((text_of(r.find("FLID")), whole_record_fields(r) or snapshot_fields(block_values(r)))
+                 for r in container.findall("FLTR"))
 
 
 @dataclass(frozen=True)
