@@ -7,6 +7,8 @@ whitespace). tests/unit/test_sis_corpus.py pins the corpus's hashes the same way
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
 from msgx_engine.sis import decode
@@ -36,3 +38,60 @@ PINNED = [
 def test_canonical_hash_is_unchanged(xml: str, expected: str) -> None:
     root = etree.fromstring(xml.encode(), decode._parser())
     assert decode._canonical_hash(root) == expected
+
+
+# --- the walk against the rule, spelled out plainly ------------------------------------------------
+def plain_hash(root: etree._Element) -> str:
+    """The rule as the first implementation spelled it: every element in document order (``iterwalk``
+    start and end events), skipped with its subtree where the open tags read MSG/META/DTTM."""
+    import hashlib
+
+    parts: list[str] = []
+    stack: list[str] = []
+    skip = 0
+    for event, el in etree.iterwalk(root, events=("start", "end"), tag=etree.Element):
+        if event == "start":
+            stack.append(el.tag)
+            if skip or stack == ["MSG", "META", "DTTM"]:
+                skip += 1
+                continue
+            attrs = sorted((k, v.strip()) for k, v in el.items() if not k.startswith("{"))
+            parts.append(f"<{el.tag}{attrs}>{(el.text or '').strip()}")
+        else:
+            tag = stack.pop()
+            if skip:
+                skip -= 1
+                continue
+            parts.append(f"</{tag}>")
+    return hashlib.sha256("".join(parts).encode()).hexdigest()
+
+
+def test_every_repository_document_hashes_as_the_plain_walk() -> None:
+    """The samples, golden cases and bad inputs that parse: the recursive walk (issue 16) and the
+    plain one give the same hash."""
+    from pathlib import Path
+
+    checked = 0
+    for path in sorted((Path(__file__).resolve().parent.parent).rglob("*.xml")):
+        try:
+            root = decode.parse_xml(path.read_bytes())
+        except decode.SisRefused:
+            continue
+        assert decode._canonical_hash(root) == plain_hash(root), path
+        checked += 1
+    assert checked > 300
+
+
+_LEAVES = st.sampled_from([" t ", "<!-- c -->", "<?p i?>", "<C/>", "\u3000x\xa0", "&amp;", "<![CDATA[ d ]]>", ""])
+_TREES = st.recursive(_LEAVES, lambda kids: st.tuples(
+    st.sampled_from(["META", "DTTM", "MSG", "A"]), st.sampled_from(["", " x=' 1 ' a='2'", " xmlns:n='u' n:q='1' b=''"]),
+    st.lists(kids, max_size=4)).map(lambda t: f"<{t[0]}{t[1]}>{''.join(t[2])}</{t[0]}>"), max_leaves=25)
+
+
+@given(st.lists(_TREES, max_size=4), st.sampled_from(["MSG", "ROOT"]))
+@settings(max_examples=400, deadline=None)
+def test_generated_documents_hash_as_the_plain_walk(trees: list[str], root_tag: str) -> None:
+    """META/DTTM nested at any level, mixed content, comments, PIs, namespaced and plain
+    attributes, CDATA, Unicode whitespace: the same hash."""
+    root = etree.fromstring(f"<{root_tag}>{''.join(trees)}</{root_tag}>".encode(), decode._parser())
+    assert decode._canonical_hash(root) == plain_hash(root)
