@@ -22,10 +22,11 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lxml import etree
 
+from msgx_engine.sis import offload
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
 from msgx_engine.sis.envelope import META_FIELDS, flid_problem, meta_problem, meta_values
 
@@ -69,7 +70,19 @@ class SisMessage:
     meta: Meta
     kind: str                 # FLOP | SCHD | SCHS | REF | RQFD | RQRD | EROR | OTHER
     root: etree._Element      # the MSG element; handlers read, never modify
-    payload_hash: str         # canonical content hash (identity duplicate check)
+    # the canonical content hash (identity duplicate check), or the worker computing it (sis.offload)
+    hashed: str | offload.Pending = field(repr=False)
+
+    @property
+    def payload_hash(self) -> str:
+        """The canonical content hash; a large body's is awaited from the worker, or computed here
+        when the worker does not answer (the same function on the same tree: the same value)."""
+        hashed = self.hashed
+        if isinstance(hashed, str):
+            return hashed
+        value = hashed.result() or _canonical_hash(self.root)
+        object.__setattr__(self, "hashed", value)
+        return value
 
     def body(self, name: str) -> etree._Element | None:
         return self.root.find(name)
@@ -131,7 +144,10 @@ def _xinclude(root: etree._Element) -> etree._Element | None:
 
 def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int = MAX_DEPTH) -> etree._Element:
     """Parse untrusted XML safely; raise SisRefused(malformed|oversize|forbidden) otherwise."""
-    data = _utf8(text)
+    return _parse_utf8(_utf8(text), max_bytes, max_depth)
+
+
+def _parse_utf8(data: bytes, max_bytes: int, max_depth: int) -> etree._Element:
     if len(data) > max_bytes:
         raise SisRefused("oversize", f"{len(data)} bytes exceeds the limit of {max_bytes}")
     if not data.strip():
@@ -223,7 +239,8 @@ def _check_structure(kind: str, meta: Meta, root: etree._Element) -> None:
 
 def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
     """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden."""
-    root = parse_xml(text, max_bytes=max_bytes)
+    data = _utf8(text)
+    root = _parse_utf8(data, max_bytes, MAX_DEPTH)
     if root.tag != "MSG":
         raise SisRefused("malformed", f"root element is <{root.tag}>, expected <MSG>")
     values = meta_values(root)
@@ -246,4 +263,5 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
         _check_structure(kind, meta, root)
     except SisRefused as exc:
         raise SisRefused(exc.reason, exc.detail, meta) from None
-    return SisMessage(meta=meta, kind=kind, root=root, payload_hash=_canonical_hash(root))
+    pending = offload.submit(data) if len(data) >= offload.OFFLOAD_BYTES else None
+    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or _canonical_hash(root))

@@ -1,0 +1,69 @@
+"""A large body's canonical hash comes from the worker process and equals the one computed in
+place (INV-9: the duplicate check compares it; issue 16: it is computed on the second core), and
+a worker that is gone, killed or never asked changes nothing but where the hash is computed."""
+
+from __future__ import annotations
+
+import pytest
+from snapshot_builders import big_package
+
+from msgx_engine.sis import offload
+from msgx_engine.sis.decode import _canonical_hash, decode
+
+
+@pytest.fixture(autouse=True)
+def fresh_worker():
+    offload.shutdown()
+    yield
+    offload.shutdown()
+
+
+def big(n: int = 1200) -> str:
+    body = big_package(n)
+    assert len(body.encode()) >= offload.OFFLOAD_BYTES
+    return body
+
+
+def test_a_large_body_is_hashed_by_the_worker_with_the_same_value() -> None:
+    msg = decode(big())
+    assert isinstance(msg.hashed, offload.Pending), "a large body is handed to the worker"
+    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.hashed == msg.payload_hash, "the answer is kept"
+
+
+def test_a_small_body_is_hashed_in_place() -> None:
+    msg = decode(big_package(3))
+    assert isinstance(msg.hashed, str) and msg.payload_hash == _canonical_hash(msg.root)
+
+
+def test_an_answer_nobody_read_does_not_block_the_next_body() -> None:
+    """A message whose hash is never asked for (an ignored type) leaves an answer in the pipe: the
+    next body reads it first and still gets its own."""
+    first, second = decode(big(1200)), decode(big(1300))
+    assert isinstance(second.hashed, offload.Pending)
+    assert second.payload_hash == _canonical_hash(second.root)
+    assert first.payload_hash == _canonical_hash(first.root)
+    assert first.payload_hash != second.payload_hash
+
+
+def test_a_killed_worker_means_the_hash_is_computed_in_place_and_a_new_worker_starts() -> None:
+    msg = decode(big())
+    assert offload._worker is not None
+    offload._worker.kill()
+    offload._worker.wait()
+    assert msg.payload_hash == _canonical_hash(msg.root)
+    again = decode(big(1300))
+    assert isinstance(again.hashed, offload.Pending), "the next large body starts a new worker"
+    assert again.payload_hash == _canonical_hash(again.root)
+
+
+def test_no_interpreter_to_start_means_the_hash_is_computed_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(offload.sys, "executable", "/nonexistent/python")
+    msg = decode(big())
+    assert isinstance(msg.hashed, str) and msg.payload_hash == _canonical_hash(msg.root)
+
+
+def test_a_worker_shut_down_while_a_body_is_in_flight() -> None:
+    msg = decode(big())
+    offload.shutdown()
+    assert msg.payload_hash == _canonical_hash(msg.root)
