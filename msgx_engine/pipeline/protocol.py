@@ -43,7 +43,7 @@ from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.pipeline import routing
+from msgx_engine.pipeline import hash_helper, routing
 from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupAborted, GroupCommit
 from msgx_engine.pipeline.lookahead import Lookahead
@@ -314,7 +314,7 @@ class Processor:
             return self._vanished(head)
         try:
             msg = (self.lookahead and self.lookahead.take_decoded(head.msg_id)) or decode(
-                body, max_bytes=self.max_body_bytes)
+                body, max_bytes=self.max_body_bytes, hasher=hash_helper.submit)
         except SisRefused as exc:
             rule = self._ignored_by(exc.meta) if exc.meta is not None else None
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
@@ -792,7 +792,7 @@ class Processor:
         if body is None:
             return None
         try:
-            return decode(body, max_bytes=self.max_body_bytes)
+            return decode(body, max_bytes=self.max_body_bytes, hasher=hash_helper.submit)
         except Exception:
             return None
 

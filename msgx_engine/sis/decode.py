@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from lxml import etree
 
-from msgx_engine.sis import offload
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
 from msgx_engine.sis.envelope import META_FIELDS, flid_problem, meta_problem, meta_values
 
@@ -65,18 +65,27 @@ class Meta:
         return f"{self.type}-{self.styp}"
 
 
+class PendingHash(Protocol):
+    """A canonical hash being computed elsewhere (``pipeline.hash_helper``); None: compute it here."""
+
+    def result(self) -> str | None: ...
+
+
+Hasher = Callable[[bytes], PendingHash | None]
+
+
 @dataclass(frozen=True)
 class SisMessage:
     meta: Meta
     kind: str                 # FLOP | SCHD | SCHS | REF | RQFD | RQRD | EROR | OTHER
     root: etree._Element      # the MSG element; handlers read, never modify
-    # the canonical content hash (identity duplicate check), or the worker computing it (sis.offload)
-    hashed: str | offload.Pending = field(repr=False)
+    # the canonical content hash (identity duplicate check), or the helper computing it (decode's hasher)
+    hashed: str | PendingHash = field(repr=False)
 
     @property
     def payload_hash(self) -> str:
-        """The canonical content hash; a large body's is awaited from the worker, or computed here
-        when the worker does not answer (the same function on the same tree: the same value)."""
+        """The canonical content hash; one handed to a hasher is awaited from it, or computed here
+        when it does not answer (the same function on the same tree: the same value)."""
         hashed = self.hashed
         if isinstance(hashed, str):
             return hashed
@@ -237,8 +246,11 @@ def _check_structure(kind: str, meta: Meta, root: etree._Element) -> None:
             raise SisRefused("malformed", f"{meta.type}/{meta.styp} without any {meta.type} record")
 
 
-def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
-    """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden."""
+def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher | None = None) -> SisMessage:
+    """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden.
+
+    ``hasher`` may take the body's bytes to compute the canonical hash elsewhere (the pump's
+    ``pipeline.hash_helper.submit`` for large bodies); when it returns None it is computed here."""
     data = _utf8(text)
     root = _parse_utf8(data, max_bytes, MAX_DEPTH)
     if root.tag != "MSG":
@@ -263,5 +275,5 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES) -> SisMessage:
         _check_structure(kind, meta, root)
     except SisRefused as exc:
         raise SisRefused(exc.reason, exc.detail, meta) from None
-    pending = offload.submit(data) if len(data) >= offload.OFFLOAD_BYTES else None
+    pending = hasher(data) if hasher is not None else None
     return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or _canonical_hash(root))

@@ -1,14 +1,16 @@
 """A large body's canonical hash comes from the worker process and equals the one computed in
 place (INV-9: the duplicate check compares it; issue 16: it is computed on the second core), and
-a worker that is gone, killed or never asked changes nothing but where the hash is computed."""
+a worker that is gone, killed or never asked changes nothing but where the hash is computed. The
+decoder alone (no hasher) hashes in place."""
 
 from __future__ import annotations
 
 import pytest
 from snapshot_builders import big_package
 
-from msgx_engine.sis import offload
-from msgx_engine.sis.decode import _canonical_hash, decode
+from msgx_engine.pipeline import hash_helper as offload
+from msgx_engine.sis.decode import SisMessage, _canonical_hash
+from msgx_engine.sis.decode import decode as plain_decode
 
 
 @pytest.fixture(autouse=True)
@@ -16,6 +18,11 @@ def fresh_worker():
     offload.shutdown()
     yield
     offload.shutdown()
+
+
+def decode(body: str) -> SisMessage:
+    """As the pump decodes: large bodies go to the helper."""
+    return plain_decode(body, hasher=offload.submit)
 
 
 def big(n: int = 1200) -> str:
@@ -67,3 +74,9 @@ def test_a_worker_shut_down_while_a_body_is_in_flight() -> None:
     msg = decode(big())
     offload.shutdown()
     assert msg.payload_hash == _canonical_hash(msg.root)
+
+
+def test_the_decoder_alone_hashes_in_place() -> None:
+    """``sis`` starts no process: only a caller that passes the helper as ``hasher`` uses it."""
+    msg = plain_decode(big())
+    assert isinstance(msg.hashed, str) and offload._worker is None

@@ -1,11 +1,12 @@
-"""The canonical hash of a large body, computed on the second core (issue 16).
+"""The canonical hash of a large body, computed on the second core (issue 16, decision P17).
 
 A 10,000-flight package is a 10 MB body of 520,000 elements. Its canonical hash costs about an
 eighth of the snapshot's time, and nothing needs it until transaction 1 binds the identity at its
-end. So ``decode`` hands bodies of ``OFFLOAD_BYTES`` or more to one worker process
-(``python -m msgx_engine.sis.offload``), which parses the same bytes with the same hardened parser
-and walks the same rule (``decode._canonical_hash``) while the pump reads, extracts and writes the
-package. The value is the one the pump would compute itself: the same function on the same tree.
+end. So the pump's ``decode`` hands bodies of ``OFFLOAD_BYTES`` or more (``submit``, its
+``hasher``) to one worker process (``python -m msgx_engine.pipeline.hash_helper``), which parses
+the same bytes with the same hardened parser and walks the same rule (``decode._canonical_hash``)
+while the pump reads, extracts and writes the package. The value is the one the pump would compute
+itself: the same function on the same tree. The decoder stays pure: the process lives here.
 
 Nothing depends on the worker being there. When it cannot be started, breaks, answers with an
 error, or has not answered within ``WAIT_S``, the pump computes the hash itself
@@ -54,8 +55,11 @@ class Pending:
 
 
 def submit(data: bytes) -> Pending | None:
-    """Hand ``data`` to the worker; None when it cannot take it (then hash in place)."""
+    """Hand ``data`` to the worker; None when it is too small to be worth it or the worker cannot
+    take it (then the decoder hashes in place)."""
     global _pending
+    if len(data) < OFFLOAD_BYTES:
+        return None
     with _lock:
         if _pending is not None:          # an answer nobody asked for yet: read it first
             _read_answer(_pending)
@@ -85,7 +89,7 @@ def _start() -> subprocess.Popen[bytes] | None:
     if _worker is not None and _worker.poll() is None:
         return _worker
     try:
-        _worker = subprocess.Popen([sys.executable, "-m", "msgx_engine.sis.offload"], stdin=subprocess.PIPE,
+        _worker = subprocess.Popen([sys.executable, "-m", "msgx_engine.pipeline.hash_helper"], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, bufsize=0)
     except Exception as exc:       # no interpreter to run (an embedded one), no process to be had
         log.warning("canonical hash computed in the pump: no worker process (%s: %s)", type(exc).__name__, exc)
