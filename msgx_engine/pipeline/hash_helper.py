@@ -151,11 +151,16 @@ def shutdown() -> None:
 
 
 def _serve() -> None:
-    """The worker: read a length-prefixed body, answer its hash, until the input closes."""
+    """The worker: read a length-prefixed body, answer its hash, until the input closes. A Ctrl-C
+    at the terminal reaches the whole process group: the worker leaves ending to the pump, which
+    closes its input (or dies, which closes it too)."""
+    import signal
+
     from lxml import etree
 
     from msgx_engine.sis.decode import _canonical_hash, _parser
 
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     inp, out = sys.stdin.buffer, sys.stdout.buffer
     while True:
         head = inp.read(8)

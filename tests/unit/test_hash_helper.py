@@ -80,3 +80,47 @@ def test_the_decoder_alone_hashes_in_place() -> None:
     """``sis`` starts no process: only a caller that passes the helper as ``hasher`` uses it."""
     msg = plain_decode(big())
     assert isinstance(msg.hashed, str) and offload._worker is None
+
+
+def _gone(pid: int) -> bool:
+    """Exited: no such process, or a zombie waiting for whoever adopted it."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_the_worker_exits_when_the_pump_is_killed(tmp_path) -> None:
+    """A pump killed with SIGKILL leaves no worker behind: the worker's input closes and it ends."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "pump.py"
+    tests = next(p for p in sys.path if p.endswith("tests"))
+    script.write_text(                          # the worker answers, then waits idle for the next body
+        "import sys\n"
+        f"sys.path.insert(0, {tests!r})\n"
+        "from snapshot_builders import big_package\n"
+        "from msgx_engine.pipeline import hash_helper\n"
+        "from msgx_engine.sis.decode import decode\n"
+        "assert decode(big_package(1200), hasher=hash_helper.submit).payload_hash\n"
+        "print(hash_helper._worker.pid, flush=True)\n"
+        "sys.stdin.read()\n")
+    pump = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert pump.stdout is not None
+    worker = int(pump.stdout.readline())
+    try:
+        assert not _gone(worker)
+        pump.send_signal(signal.SIGKILL)
+        pump.wait()
+        deadline = time.monotonic() + 30      # polled until it is gone, or the test fails
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(worker), f"worker {worker} outlived its pump"
+    finally:
+        if not _gone(worker):
+            os.kill(worker, signal.SIGKILL)
