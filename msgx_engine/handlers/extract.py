@@ -90,9 +90,15 @@ def collection_entries(elements: list[etree._Element],
     return entries
 
 
+def is_sequence(raw: str) -> bool:
+    """Whether a sequence attribute's value is an integer 0..999 (D25): ASCII digits, at most three
+    after leading zeros (so ``int`` never reads a huge number)."""
+    return raw.isascii() and raw.isdigit() and len(raw.lstrip("0")) <= 3 and int(raw) <= SEQUENCE_MAX
+
+
 def sequence_number(spec: CollectionSpec | TextGroupSpec, raw: str) -> int:
     """A sequence attribute's value as an integer 0..999 (D25), or Unmapped naming it."""
-    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > 3 or int(raw) > SEQUENCE_MAX:
+    if not is_sequence(raw):
         shown = raw if len(raw) <= 20 else raw[:20] + "..."
         raise Unmapped(f"{spec.key}@{spec.seq_attr}={shown!r} is not an integer 0..{SEQUENCE_MAX}")
     return int(raw)

@@ -22,11 +22,11 @@ from types import MappingProxyType
 from lxml import etree
 
 from msgx_engine.handlers.codeshare import DERIVED
+from msgx_engine.handlers.extract import is_sequence
 from msgx_engine.sis.fields import (
     COLLECTION_BY_KEY,
     OBJECT_BY_KEY,
     SCALARS,
-    SEQUENCE_MAX,
     TEXT_GROUP_BY_KEY,
     CollectionSpec,
     TextGroupSpec,
@@ -145,7 +145,7 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
 
 
 def _sequence(raw: str) -> int:
-    if not (raw.isascii() and raw.isdigit()) or len(raw.lstrip("0")) > 3 or int(raw) > SEQUENCE_MAX:
+    if not is_sequence(raw):
         raise _Undecided
     return int(raw)
 
