@@ -35,16 +35,7 @@ def state_document(state: FlightState) -> dict:
     if state.fday is not None:
         doc["FDAY"] = state.fday.isoformat()
     for key, value in state.fields.items():
-        kind = type(value)
-        if kind is str:
-            doc[key] = value
-        elif kind is tuple:
-            try:        # entries are read-only views (or dicts): their own copy is the cheap one
-                doc[key] = [e.copy() for e in cast(tuple[MappingProxyType, ...], value)]
-            except AttributeError:
-                doc[key] = plain(value)
-        else:
-            doc[key] = plain(value)
+        doc[key] = value if type(value) is str else plain(value)
     publish(state, doc)
     return doc
 
