@@ -77,9 +77,10 @@ def _send(worker: subprocess.Popen[bytes], data: bytes) -> None:
     answer (``_read_answer``)."""
     try:
         assert worker.stdin is not None
-        view = memoryview(len(data).to_bytes(8, "big") + data)
-        while view:                       # a pipe may take a large write in parts
-            view = view[worker.stdin.write(view):]
+        for part in (len(data).to_bytes(8, "big"), data):    # the body is not copied to prefix it
+            view = memoryview(part)
+            while view:                   # a pipe may take a large write in parts
+                view = view[worker.stdin.write(view):]
     except (OSError, ValueError) as exc:  # the worker is gone, or its input was closed (shutdown)
         log.info("the hash worker took no input (%s)", exc)
 
