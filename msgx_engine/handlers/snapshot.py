@@ -25,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from types import MappingProxyType
 
+from lxml import etree
+
 from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
 from msgx_engine.handlers.changes import fields_from_values
@@ -135,8 +137,12 @@ def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
     A plainly valid record takes the one-pass path; anything else the exact one (issue 16)."""
     container = msg.root.find("SCHD")
     assert container is not None
-    return tuple((text_of(r.find("FLID")), whole_record_fields(r) or snapshot_fields(block_values(r)))
-                 for r in container.findall("FLTR"))
+    return tuple((text_of(r.find("FLID")), _record_fields(r)) for r in container.findall("FLTR"))
+
+
+def _record_fields(record: etree._Element) -> Fields:
+    fields = whole_record_fields(record)
+    return fields if fields is not None else snapshot_fields(block_values(record))
 
 
 @dataclass(frozen=True)
