@@ -14,9 +14,13 @@ Modes:
 
 Prints p50/p99/max and the count. Target (issue 16, DESIGN §6): p99 <= 300 ms at a steady
 250 msg/s under ``dagster dev``. ``--dump`` writes each message's latency by send time, to see
-when the slow ones happened. Needs the machine's PostgreSQL, MariaDB and a Kafka-wire broker
-(MSGX_TEST_KAFKA, default 127.0.0.1:9092). Usage: ``.venv/bin/python bench/bench_latency.py
-[--mode dagster|engine] [--rate 250] [--seconds 60] [--dump FILE]``
+when the slow ones happened; ``--stages`` splits each latency into its steps (intake, pump,
+release, dispatch, consume) by the times msgx records, per 10 s of load; ``--settle S`` waits S
+seconds after the warm-up before the load, so the runs that ``dagster dev`` starts in its first
+minute (the minute schedules' first ticks) are over and the load sees the steady state. Needs
+the machine's PostgreSQL, MariaDB and a Kafka-wire broker (MSGX_TEST_KAFKA, default
+127.0.0.1:9092). Usage: ``.venv/bin/python bench/bench_latency.py [--mode dagster|engine]
+[--rate 250] [--seconds 60] [--settle 0] [--stages] [--dump FILE]``
 """
 
 from __future__ import annotations
@@ -99,6 +103,49 @@ def wait_for(ids: list[int], consumer: MsgConsumer, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
+# The steps of one message's latency, by the times msgx itself records (PostgreSQL's clock and the
+# host's are the same clock here): inserted -> registered (proc_state.created_at, the intake's
+# transaction) -> applied (applied_at, transaction 1) -> released (msg_event.released_at,
+# transaction 2) -> sent (sent_at, the delivery report) -> received by the consumer.
+STEPS = ("intake", "pump", "release", "dispatch", "consume")
+_STAGES_SQL = ("SELECT p.msg_id, extract(epoch FROM p.created_at), extract(epoch FROM p.applied_at), "
+               "extract(epoch FROM min(e.released_at)), extract(epoch FROM min(e.sent_at)) "
+               "FROM proc_state p JOIN msg_event e ON e.msg_id = p.msg_id AND e.topic = 'msg' "
+               "WHERE p.msg_id = ANY(%s) GROUP BY p.msg_id")
+
+
+def stage_times(db_url: str, inserted: dict[int, float], received: dict[int, float]) -> list[tuple[float, ...]]:
+    """(insert time, then each of STEPS in seconds) per delivered message."""
+    import psycopg
+
+    with psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+        rows = conn.execute(_STAGES_SQL, ([i for i in inserted if i in received],)).fetchall()
+    out = []
+    for msg_id, registered, applied, released, sent in rows:
+        marks = [inserted[msg_id], float(registered), float(applied), float(released), float(sent), received[msg_id]]
+        out.append((marks[0], *(b - a for a, b in zip(marks, marks[1:], strict=False))))
+    return sorted(out)
+
+
+def print_stages(rows: list[tuple[float, ...]], start: float, window_s: float = 10.0) -> None:
+    """Median and p99 of each step, per window of the load (ms): where a slow message waited."""
+    print("steps (ms, median/p99) per " + f"{window_s:.0f} s of load: " + ", ".join(STEPS))
+    by_window: dict[int, list[tuple[float, ...]]] = {}
+    for row in rows:
+        by_window.setdefault(int((row[0] - start) // window_s), []).append(row[1:])
+    for w, part in sorted(by_window.items()):
+        cells = []
+        for k in range(len(STEPS)):
+            values = sorted(r[k] * 1000 for r in part)
+            cells.append(f"{statistics.median(values):5.0f}/{values[int(len(values) * 0.99) - 1]:5.0f}")
+        print(f"  {w * window_s:4.0f}s " + "  ".join(cells))
+    # msgx's own part ends with the broker's delivery report (sent_at); what follows is the broker
+    # and this consumer (tansu's in-memory log answers fetches more slowly as it grows)
+    own = sorted(sum(r[1:5]) * 1000 for r in rows)
+    print(f"insert -> sent (delivery report): p50 {statistics.median(own):.0f} ms, "
+          f"p99 {own[int(len(own) * 0.99) - 1]:.0f} ms")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mode", choices=("dagster", "engine"), default="dagster")
@@ -106,6 +153,9 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=60.0)
     ap.add_argument("--flights", type=int, default=300)
     ap.add_argument("--dump", type=Path, help="write 'seconds since start, latency ms' per message (CSV)")
+    ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after the warm-up")
+    ap.add_argument("--stages", action="store_true",
+                    help="split each latency into its steps by the times msgx records, per 10 s of load")
     args = ap.parse_args()
 
     topic_msg, topic_schd = f"bench_msg_{TAG}", f"bench_schd_{TAG}"
@@ -145,6 +195,7 @@ def main() -> int:
             print(f"warm-up message never delivered; logs in {work}", file=sys.stderr)
             return 1
         print(f"warm-up delivered after {consumer.received[warm] - t_warm:.2f}s (excluded)")
+        time.sleep(args.settle)
 
         n = int(args.rate * args.seconds)
         inserted: dict[int, float] = {}
@@ -157,6 +208,8 @@ def main() -> int:
             inserted[mid] = time.time()
         achieved = n / (time.monotonic() - t0)
         wait_for(list(inserted), consumer, 60)
+        if args.stages:
+            stages = stage_times(db_url, inserted, consumer.received)
     finally:
         for p in procs:
             stop(p)
@@ -169,6 +222,8 @@ def main() -> int:
         start_t = min(inserted.values())
         args.dump.write_text("".join(f"{t - start_t:.3f},{(consumer.received[i] - t) * 1000:.1f}\n"
                                      for i, t in inserted.items() if i in consumer.received))
+    if args.stages:
+        print_stages(stages, min(inserted.values()))
     lat = sorted(consumer.received[i] - t for i, t in inserted.items() if i in consumer.received)
     missing = len(inserted) - len(lat)
     if not lat:

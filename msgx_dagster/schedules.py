@@ -1,6 +1,8 @@
 """Every schedule. Cron is minute-granular: the jobs that must act every few seconds loop inside
 one run for just under a minute (their run config) and are started every minute (DESIGN §5);
-the daily request jobs run on airport local time.
+the health checks and request tracking loop for just under ten minutes, and their minute ticks
+skip while such a run is active (P18: a run start costs the pump's latency seconds of CPU); the
+daily request jobs run on airport local time.
 
 Shadow mode (D29, OPS-3): the three schedules that register or send requests to the AODB are
 STOPPED by default, and if an operator turns one on anyway each tick is skipped with the reason.
@@ -12,7 +14,7 @@ import dagster as dg
 
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
-from msgx_dagster.jobs.common import active_runs
+from msgx_dagster.jobs.common import LOOPING_RUN_S, active_runs, looping_run_config
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, pump_job
@@ -24,9 +26,21 @@ SHADOW_SKIP = ("shadow mode (MSGX_MODE=shadow): this instance never sends reques
                "so its request schedules stay off")
 
 
-def every_minute(job: dg.JobDefinition) -> dg.ScheduleDefinition:
-    """A looping job started every minute; on by default."""
-    return dg.ScheduleDefinition(job=job, cron_schedule=EVERY_MINUTE, default_status=dg.DefaultScheduleStatus.RUNNING)
+def looping(context: dg.ScheduleEvaluationContext, job: dg.JobDefinition,
+            op_name: str) -> dg.RunRequest | dg.SkipReason:
+    """A run of ``job`` that repeats its round for LOOPING_RUN_S, unless one is still queued or
+    running (P18): the minute tick then skips, and the next one after the run ends starts another."""
+    if active_runs(context.instance, job.name):
+        return dg.SkipReason(f"a {job.name} run is still active (each loops for {LOOPING_RUN_S:.0f} s)")
+    return dg.RunRequest(run_config=looping_run_config(op_name))
+
+
+@dg.schedule(name="monitor_job_schedule", job=monitor_job, cron_schedule=EVERY_MINUTE,
+             default_status=dg.DefaultScheduleStatus.RUNNING,
+             description="Starts monitor_job (the health checks every minute, for just under ten minutes) unless "
+                         "such a run is still active.")
+def monitor_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
+    return looping(context, monitor_job, "monitor_op")
 
 
 PUMP_DELIVERS = "the long-lived pump run delivers to Kafka with its inline dispatcher"
@@ -69,15 +83,17 @@ def backfill_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | 
 
 
 def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool,
-                     timezone: str | None = None) -> dg.ScheduleDefinition:
+                     timezone: str | None = None, loop_op: str | None = None) -> dg.ScheduleDefinition:
     """A schedule that makes msgx talk to the AODB: off in shadow mode, and skipped with the reason
-    should someone turn it on there."""
+    should someone turn it on there. ``loop_op``: the job loops in that op (``looping``)."""
     status = dg.DefaultScheduleStatus.RUNNING if on and not shadow else dg.DefaultScheduleStatus.STOPPED
 
     @dg.schedule(name=f"{job.name}_schedule", job=job, cron_schedule=cron, execution_timezone=timezone,
                  default_status=status)
     def requests_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-        return dg.SkipReason(SHADOW_SKIP) if shadow else dg.RunRequest()
+        if shadow:
+            return dg.SkipReason(SHADOW_SKIP)
+        return looping(context, job, loop_op) if loop_op else dg.RunRequest()
 
     return requests_schedule
 
@@ -91,8 +107,8 @@ def schedules_for(*, shadow: bool) -> list[dg.ScheduleDefinition]:
         backfill_schedule,
         dispatch_schedule,
         # The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
-        every_minute(monitor_job),
-        request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow),
+        monitor_schedule,
+        request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow, loop_op="request_tracking_op"),
         # Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
         request_schedule(snapshot_request_job, "0 22 * * *", on=True, shadow=shadow, timezone=AIRPORT_TZ),
         # An RQRD per reference type daily; STOPPED until the reference line is in production (turn it on in the UI).

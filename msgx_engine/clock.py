@@ -63,6 +63,24 @@ class DatabaseClock:
         return db_now
 
 
+def repeat_for(run_for_s: float, every_s: float, round_: Callable[[], None], *,
+               sleep: Callable[[float], None] = time.sleep,
+               monotonic: Callable[[], float] = time.monotonic) -> int:
+    """Call ``round_`` now and then after each pause of ``every_s`` until ``run_for_s`` has
+    passed (0: once), the last call at the deadline; the number of calls. The looping scheduled
+    runs are built on it (request tracking, the health checks: a run start costs seconds of CPU,
+    so a run repeats its work instead of the schedule starting a run for each round, P18)."""
+    deadline = monotonic() + run_for_s
+    calls = 0
+    while True:
+        round_()
+        calls += 1
+        left = deadline - monotonic()
+        if left <= 0:
+            return calls
+        sleep(min(every_s, left))
+
+
 def local_wall_time(instant: datetime) -> datetime:
     """``instant`` as the naive local date-time the mailbox's DATETIME columns hold (seconds)."""
     return instant.astimezone().replace(tzinfo=None, microsecond=0)

@@ -1,7 +1,8 @@
 """Request tracking under Dagster (US-08, D16, C-24); the schedules are in ``schedules.py``.
 
-- ``request_tracking_job``: every minute, just under a minute (run config) of tracking rounds one second
-  apart (send REGISTERED requests to COUTMSGS, time out overdue SENT ones). ``singleton:
+- ``request_tracking_job``: tracking rounds one second apart (send REGISTERED requests to COUTMSGS,
+  time out overdue SENT ones) for the run's ``run_for_s``; the minute schedule starts runs of just
+  under ten minutes and skips while one is active (P18). ``singleton:
   requests`` keeps runs apart; the tracker's own advisory lock keeps it apart from a manual
   ``msgx request track`` too. One COUTMSGS asset event per round that sent something.
 - ``snapshot_request_job``: daily, registers an RQFD for tomorrow's whole operating day (the
@@ -24,11 +25,12 @@ from msgx_engine.sis.times import local
 
 
 class RequestTrackingConfig(dg.Config):
-    run_for_s: float = 55.0   # just under the one-minute schedule; 0 = one round, then exit
+    run_for_s: float = 55.0   # a launched run; the schedule's loop for LOOPING_RUN_S (P18); 0 = one round
     poll_s: float = 1.0
 
 
-@dg.op(description="Send registered AODB requests to COUTMSGS and time out unanswered ones, for just under a minute.")
+@dg.op(description="Send registered AODB requests to COUTMSGS and time out unanswered ones, a round a second "
+                   "for the run's run_for_s.")
 def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingConfig, msgx: MsgxResource) -> None:
     with msgx.open_app() as app:
         tracker = RequestTracker(app.engine, app.mailbox, app.clock)

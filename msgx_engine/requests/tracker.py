@@ -37,7 +37,7 @@ from datetime import date, datetime, timedelta
 
 from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, text, update
 
-from msgx_engine.clock import Clock
+from msgx_engine.clock import Clock, repeat_for
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import sis_time
@@ -256,16 +256,15 @@ def track_for(tracker: RequestTracker, run_for_s: float = SCHEDULED_RUN_S, poll_
               monotonic: Callable[[], float] = time.monotonic) -> TrackSummary:
     """Tracking rounds every ``poll_s`` for ``run_for_s`` (0: one round), so a request registered
     by POST /schd/sync leaves within about a second and a timeout is seen within about a second of
-    its deadline, from a job scheduled once a minute. ``on_round`` sees each round that did
+    its deadline, from a looping scheduled run (P18). ``on_round`` sees each round that did
     something (the Dagster job turns it into one asset event, not one per request)."""
     total = TrackSummary()
-    deadline = monotonic() + run_for_s
-    while True:
+
+    def one_round() -> None:
         summary = tracker.track()
         total.add(summary)
         if on_round is not None and (summary.sent or summary.recovered or summary.timed_out):
             on_round(summary)
-        left = deadline - monotonic()
-        if left <= 0:
-            return total
-        sleep(min(poll_s, left))
+
+    repeat_for(run_for_s, poll_s, one_round, sleep=sleep, monotonic=monotonic)
+    return total

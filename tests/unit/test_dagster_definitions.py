@@ -98,7 +98,9 @@ def test_ops3_shadow_location_keeps_the_request_schedules_off(location):
         assert not tick.run_requests and "shadow mode" in (tick.skip_message or "")
     for name in set(shadow) - requests:
         assert shadow[name].default_status == production[name].default_status == dg.DefaultScheduleStatus.RUNNING
-    assert production["request_tracking_job"].evaluate_tick(dg.build_schedule_context()).run_requests
+    with dg.instance_for_test() as instance:     # the tick looks for an active tracking run (P18)
+        tick = production["request_tracking_job"].evaluate_tick(dg.build_schedule_context(instance=instance))
+        assert tick.run_requests
 
 
 def test_item6_code_location_without_urls_refuses_to_load(tmp_path):
