@@ -15,7 +15,8 @@ events, for that event's backoff; every other flight's events keep flowing (issu
 
 Between rounds with nothing due it pauses ``poll_s``; the pump's inline dispatcher is woken
 instead the moment the pump commits released events (``wake``), so a record does not wait out a
-poll (issue 16's latency target).
+poll (issue 16's latency target). A dispatcher in a process of its own listens for the pump's
+announcement of each release (``store.release_signal``, P19) and is woken the same way.
 
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock
@@ -28,6 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from sqlalchemy import Connection, Engine
@@ -41,6 +43,7 @@ from msgx_engine.delivery.producer import KafkaSink, Record
 from msgx_engine.redact import safe_text
 from msgx_engine.store import locks, outbox
 from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
+from msgx_engine.store.release_signal import ReleaseListener
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,8 @@ class DispatchOptions:
     schd_format: str = SCHD_RECORDS
     reconnect_for_s: float = 60.0
     policy: SendPolicy = field(default_factory=SendPolicy)
+    listen: bool = True              # a looping dispatcher LISTENs for the pump's releases (P19); the inline one
+                                     # is woken in process instead
 
 
 @dataclass
@@ -154,8 +159,10 @@ class Dispatcher:
     def run(self) -> DispatchSummary:
         summary = DispatchSummary()
         self.conn = self.lock.acquire()
+        listens = self.options.listen and self.options.run_for_s > 0
         try:
-            self._loop(summary)
+            with ReleaseListener(self.engine, self.wake) if listens else nullcontext():
+                self._loop(summary)
         finally:
             summary.producer_rebuilds = self.sink.rebuilds
             self.sink.close()

@@ -86,7 +86,7 @@ class BackgroundDispatcher:
         self.settings = settings
         self.engine = engine
         self.clock = clock
-        self.options = replace(options or DispatchOptions(), run_for_s=float("inf"))
+        self.options = replace(options or DispatchOptions(), run_for_s=float("inf"), listen=False)
         self.retry_s = retry_s
         self.summary = DispatchSummary()
         self._stop = threading.Event()
