@@ -122,6 +122,8 @@ def stage_times(db_url: str, inserted: dict[int, float], received: dict[int, flo
         rows = conn.execute(_STAGES_SQL, ([i for i in inserted if i in received],)).fetchall()
     out = []
     for msg_id, registered, applied, released, sent in rows:
+        if sent is None:      # received before the dispatcher's mark committed: not split
+            continue
         marks = [inserted[msg_id], float(registered), float(applied), float(released), float(sent), received[msg_id]]
         out.append((marks[0], *(b - a for a, b in zip(marks, marks[1:], strict=False))))
     return sorted(out)
