@@ -43,7 +43,7 @@ from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.pipeline import hash_helper, routing
+from msgx_engine.pipeline import gc_pause, hash_helper, routing
 from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupAborted, GroupCommit
 from msgx_engine.pipeline.lookahead import Lookahead
@@ -259,8 +259,14 @@ class Processor:
     # --- one message ---------------------------------------------------------------------------
     def process(self, conn: Connection, head: QueueHead) -> StepResult:
         """The message path. Transaction 1 was begun by the head query; it commits in
-        ``commit_applied`` or, folded, with the terminal status in ``_record``."""
-        return self._record(conn, head, self._attempt(conn, head))
+        ``commit_applied`` or, folded, with the terminal status in ``_record``. A large body is
+        processed with the garbage collector paused (P20), resumed here whatever the end, or
+        when the message waits in an open group, once the group is committed (``flush``)."""
+        try:
+            return self._record(conn, head, self._attempt(conn, head))
+        finally:
+            if self.group is None or not self.group.pending:
+                gc_pause.resume()
 
     def _attempt(self, conn: Connection, head: QueueHead) -> Outcome:
         """Every step up to the terminal status; what it came to, not yet recorded."""
@@ -312,6 +318,7 @@ class Processor:
         body = self.source.body(conn, head.msg_id)
         if body is None:
             return self._vanished(head)
+        gc_pause.pause_for(len(body))
         try:
             msg = (self.lookahead and self.lookahead.take_decoded(head.msg_id)) or decode(
                 body, max_bytes=self.max_body_bytes, hasher=hash_helper.submit)
@@ -758,11 +765,13 @@ class Processor:
     def flush(self, conn: Connection) -> None:
         """Commit the open group, if any (the pump calls it before marking the mailbox). A group
         whose held writes are refused is rolled back here; the pump's next pass redoes it."""
-        if self.group is not None and self.group.pending:
-            try:
+        try:
+            if self.group is not None and self.group.pending:
                 self._commit(conn)
-            except GroupAborted as exc:
-                log.info("%s", exc)
+        except GroupAborted as exc:
+            log.info("%s", exc)
+        finally:
+            gc_pause.resume()      # the group's commit and post-commit steps were part of its messages (P20)
 
     def committed(self) -> list[StepResult]:
         """The grouped results committed since the last call (the pump counts them)."""

@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
+from msgx_engine.pipeline import gc_pause
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupCommit
@@ -206,6 +207,12 @@ class Pump:
     def _iteration(self, summary: PumpSummary) -> tuple[bool, bool, bool]:
         """One intake pass, then the head until it idles or waits, then a backfill batch: (busy,
         the head waits, the head waits for an operator)."""
+        try:
+            return self._pass(summary)
+        finally:
+            gc_pause.resume()      # however the pass ended, the collector runs again between passes (P20)
+
+    def _pass(self, summary: PumpSummary) -> tuple[bool, bool, bool]:
         assert self.conn is not None
         if self.mailbox_lock is not None:
             self.mailbox_lock.keep()

@@ -71,11 +71,14 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     """Transaction-1 write of an accepted snapshot; returns its ``schd`` outbox rows."""
     version = advance_version(conn, plan.ledger, msg_id, now)
     written = with_bridges(plan.written, BridgeReader(conn, msg_id))
-    compared = reconciliation.keep_before(conn, [s.flid for s in written])
+    # version 1 everywhere: no flight it writes was stored before, so there is nothing to compare
+    # (a new day's package skips the copies and the comparison, issue 16)
+    fresh = all(s.state_version == 1 for s in written)
+    compared = [] if fresh else reconciliation.keep_before(conn, [s.flid for s in written])
     FlightRepository(conn).persist_next_states(written)
     tombstones = soft_delete(conn, plan.deleted, msg_id, now)
     replace_members(conn, plan.day, plan.ledger.members, plan.members)
-    pairs = reconciliation.differences(conn)
+    pairs = [] if fresh else reconciliation.differences(conn)
     before = reconciliation.before_states(conn, {f for flids in examples(pairs).values() for f in flids})
     report = reconcile(plan.day, plan.styp, plan.flights, plan.written, compared, pairs, before, plan.deleted,
                        len(plan.kept_later))

@@ -59,3 +59,25 @@ def test_the_set_based_comparison_sees_every_kind_of_field(app, msgx):
         {"FLID": "B", "old": {"DDES": "PEK", "DDIR": "FROM", "TEXT": "weather"}, "new": None}]
     assert drift["fields"]["ERUT"]["examples"][0]["old"] == [{"APCD": "PEK", "RTNO": "1"}]
     assert drift["differing"] == 2
+
+
+def test_a_package_of_new_flights_skips_the_comparison_and_reports_them_added(app, msgx, monkeypatch):
+    """Issue 16: when every flight a snapshot writes is new (state version 1), nothing was stored
+    to compare, so the copies and the set-based comparison are skipped; the report is the one the
+    comparison would give (all added, none compared or differing). A package that takes over a
+    stored flight still compares."""
+    from msgx_engine.store import reconcile
+
+    calls: list[str] = []
+    for name in ("keep_before", "differences"):
+        real = getattr(reconcile, name)
+        monkeypatch.setattr(reconcile, name, lambda *a, _real=real, _name=name: calls.append(_name) or _real(*a))
+    (fresh,) = pump(app, dnld(fltr("A", stnd="501"), fltr("B", stnd="502"), fltr("C", stnd="503")))
+    assert status(app, fresh) == ("SUCCEEDED", None) and calls == []
+    _, (report,) = msgx("snapshot-report")
+    assert (report["flights"], report["added"], report["compared"], report["differing"], report["fields"]) == (
+        3, 3, 0, 0, {})
+    (again,) = pump(app, resent(dnld(fltr("A", stnd="509"), fltr("B", stnd="502"), fltr("C", stnd="503"))))
+    assert status(app, again) == ("SUCCEEDED", None) and calls == ["keep_before", "differences"]
+    _, (report,) = msgx("snapshot-report")
+    assert (report["compared"], report["differing"], report["fields"]["STND"]["flights"]) == (3, 1, 1)

@@ -1,0 +1,57 @@
+"""P20 (issue 16, snapshot speed): the pump processes a large message (a body of 1 MB or more, a
+daily schedule of ~1,000 flights and up) with the cyclic garbage collector paused, and resumes it
+when the message is done, however it ends (SUCCEEDED, DEAD); a small message runs with it as it
+was, and a collector someone else turned off stays off. Real pump, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+from builders import gtdt
+from snapshot_builders import pump, status
+from test_large_body_hash import package
+
+from msgx_engine.pipeline import gc_pause
+
+
+@pytest.fixture
+def collector_seen(app) -> Iterator[list[bool]]:
+    """Whether the collector ran while each message's post-commit step ran (inside its processing)."""
+    seen: list[bool] = []
+    app.post_commit.append(lambda _conn, _msg_id, _states: seen.append(gc.isenabled()))
+    yield seen
+    gc.enable()
+
+
+def test_p20_large_message_runs_with_the_collector_paused_then_resumed(app, collector_seen):
+    assert gc.isenabled()
+    (small,) = pump(app, gtdt("G1", (1, "A1")))
+    (large,) = pump(app, package("20260908220000"))
+    assert status(app, small)[0] == status(app, large)[0] == "SUCCEEDED"
+    assert collector_seen == [True, False], "paused for the package only"
+    assert gc.isenabled() and not gc_pause.paused()
+
+
+def test_p20_collector_resumed_after_a_large_body_that_is_refused(app):
+    (bad,) = pump(app, "<MSG>" + "x" * gc_pause.LARGE_BODY_CHARS + "</MSG")
+    assert status(app, bad)[0] == "DEAD"
+    assert gc.isenabled() and not gc_pause.paused()
+
+
+def test_p20_a_collector_turned_off_elsewhere_stays_off():
+    gc.disable()
+    try:
+        gc_pause.pause_for(gc_pause.LARGE_BODY_CHARS)
+        assert not gc_pause.paused()
+        gc_pause.resume()
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    gc_pause.pause_for(gc_pause.LARGE_BODY_CHARS - 1)
+    assert gc.isenabled() and not gc_pause.paused()
+    gc_pause.pause_for(gc_pause.LARGE_BODY_CHARS)
+    assert not gc.isenabled() and gc_pause.paused()
+    gc_pause.resume()
+    assert gc.isenabled() and not gc_pause.paused()
