@@ -25,7 +25,7 @@ from msgx_engine.sis.times import local
 
 
 class RequestTrackingConfig(dg.Config):
-    run_for_s: float = 55.0   # a launched run; the schedule's loop for LOOPING_RUN_S (P18); 0 = one round
+    run_for_s: float = 55.0   # a run launched by hand; the schedule's runs loop for LOOPING_RUN_S (P18); 0 = one round
     poll_s: float = 1.0
 
 

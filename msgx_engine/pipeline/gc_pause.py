@@ -4,7 +4,7 @@ decision P20).
 A 10,000-flight snapshot builds a few hundred thousand small objects in seconds (an entry per
 group element, frozen whole states, rows, documents). CPython starts a collection every 700 net
 allocations and, every so often, one of the oldest generation, which walks every tracked object
-the process holds: the collector took a fifth of the snapshot's time (2.9 → 2.4 s with it off).
+the process holds: with it paused a snapshot took 2.16-2.31 s instead of 2.53-2.85 s (docs/snapshots.md).
 Nothing the pump builds for a message needs the collector to be freed: its objects go by
 reference counting when the message is done, and any cycle among them waits for the next
 collection after ``resume``, which is also when the ordinary rhythm returns.
