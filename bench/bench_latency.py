@@ -129,6 +129,11 @@ def stage_times(db_url: str, inserted: dict[int, float], received: dict[int, flo
     return sorted(out)
 
 
+def p99(values: list[float]) -> float:
+    """The 99th percentile of sorted ``values`` (the value below which 99 % of them lie)."""
+    return values[int(len(values) * 0.99) - 1]
+
+
 def print_stages(rows: list[tuple[float, ...]], start: float, window_s: float = 10.0) -> None:
     """Median and p99 of each step, per window of the load (ms): where a slow message waited."""
     print("steps (ms, median/p99) per " + f"{window_s:.0f} s of load: " + ", ".join(STEPS))
@@ -139,13 +144,13 @@ def print_stages(rows: list[tuple[float, ...]], start: float, window_s: float = 
         cells = []
         for k in range(len(STEPS)):
             values = sorted(r[k] * 1000 for r in part)
-            cells.append(f"{statistics.median(values):5.0f}/{values[int(len(values) * 0.99) - 1]:5.0f}")
+            cells.append(f"{statistics.median(values):5.0f}/{p99(values):5.0f}")
         print(f"  {w * window_s:4.0f}s " + "  ".join(cells))
     # msgx's own part ends with the broker's delivery report (sent_at); what follows is the broker
     # and this consumer (tansu's in-memory log answers fetches more slowly as it grows)
     own = sorted(sum(r[1:5]) * 1000 for r in rows)
     print(f"insert -> sent (delivery report): p50 {statistics.median(own):.0f} ms, "
-          f"p99 {own[int(len(own) * 0.99) - 1]:.0f} ms")
+          f"p99 {p99(own):.0f} ms")
 
 
 def main() -> int:

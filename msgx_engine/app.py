@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -23,6 +24,7 @@ from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.protocol import PostCommitHook, Processor
 from msgx_engine.pipeline.pump import Pump, PumpOptions
 from msgx_engine.store import migrate
+from msgx_engine.store.release_signal import ReleaseNotifier
 
 
 @dataclass
@@ -65,6 +67,11 @@ class App:
                          max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
                          split_transactions=s.split_transactions, identity_window=s.identity_window,
                          max_record_bytes=s.kafka_max_record_bytes)
+
+    def release_notifier(self) -> AbstractContextManager[ReleaseNotifier | None]:
+        """The pump's announcement of its releases to a dispatcher process (P19), for a pump with no
+        inline dispatcher; none without Kafka, where no dispatcher runs to hear it."""
+        return ReleaseNotifier(self.engine) if self.settings.kafka_bootstrap else nullcontext()
 
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
         return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),

@@ -96,12 +96,11 @@ def reason_counts(app) -> list[tuple[str, str | None, int]]:
 def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float = 3600.0) -> int:
     from msgx_engine.pipeline.intake import StateBehindMailbox
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, status_counts
-    from msgx_engine.store.release_signal import ReleaseNotifier
 
     app.check_ready()
     opts = PumpOptions(idle_for_s=0.0 if drain else idle_for_s, max_runtime_s=max_runtime_s)
     try:     # a dispatcher process (msgx dispatch) hears each release at once (P19)
-        with ReleaseNotifier(app.engine) as announce:
+        with app.release_notifier() as announce:
             summary = app.pump(opts, on_release=announce).run()
     except PumpBusy as exc:
         print(f"msgx pump: {exc}", file=sys.stderr)

@@ -15,7 +15,6 @@ from msgx_engine.pipeline.intake import StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions, PumpSummary
 from msgx_engine.store.ledger import last_report_id, read_reports
 from msgx_engine.store.queue import Status
-from msgx_engine.store.release_signal import ReleaseNotifier
 
 LONG_LIVED_IDLE_S = 600.0
 
@@ -64,7 +63,7 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
         try:
             with inline_dispatcher(app.settings, app.engine,
                                    enabled=config.inline_dispatch and config.idle_for_s > 0) as inline, \
-                    ReleaseNotifier(app.engine) as announce:
+                    app.release_notifier() as announce:
                 # no inline dispatcher (a drain run): a dispatch_job run hears each release (P19)
                 pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
                                             max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),

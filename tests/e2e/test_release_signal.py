@@ -97,3 +97,11 @@ def test_p19_listener_sets_wake_for_each_announcement(app):
         with ReleaseNotifier(app.engine) as announce:
             announce()
         _wait(wake.is_set, 10, "the second announcement was not heard")
+
+
+def test_p19_a_pump_announces_only_where_a_dispatcher_can_run(app, kapp):  # noqa: F811
+    """Without Kafka no dispatcher runs, so the pump sends no NOTIFY per commit; with it, it does."""
+    with app.release_notifier() as none:
+        assert none is None
+    with kapp.release_notifier() as announce:
+        assert isinstance(announce, ReleaseNotifier)
