@@ -6,8 +6,10 @@ the floor measured in the same run.
 * floor (issue 16): lxml parse (hardened parser) + a plain extraction of every field (scalars,
   every entry of every group), independent of msgx's code + one bulk upsert of the same flights and gate rows (COPY
   into temporary tables, one ``INSERT … ON CONFLICT`` each into ``flight_schd`` and
-  ``flight_gate``) on a fresh database, one commit. The earlier floor, which ran msgx's own
-  extraction (``block_values``, whole states, ``state_to_row``), is printed as a second figure.
+  ``flight_gate``) on a fresh database, one commit. Two more figures are printed beside it: the
+  same plain code writing everything a snapshot writes (all 10 tables and a ``schd`` document per
+  flight, ``run_output_floor``), and the earlier floor, which ran msgx's own extraction
+  (``block_values``, whole states, ``state_to_row``).
 * protocol: the message in a fresh MariaDB mailbox, registered by one intake pass, then timed from
   there to terminal (decode, identity, snapshot load, transaction 1 with ledger CAS, flights,
   member list and 10,000 ``schd`` events, transaction 2, backfill mark) by ``App.pump``.
@@ -29,6 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from datetime import datetime
 from pathlib import Path
 
 import psycopg
@@ -47,7 +50,7 @@ from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
 from msgx_engine.pipeline.intake import Intake  # noqa: E402
 from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
 from msgx_engine.sis.decode import _parser  # noqa: E402
-from msgx_engine.sis.fields import COLLECTIONS, SCALARS  # noqa: E402
+from msgx_engine.sis.fields import COLLECTIONS, OBJECT_BY_KEY, OBJECTS, SCALARS, TEXT_GROUPS  # noqa: E402
 from msgx_engine.state.model import FlightState  # noqa: E402
 from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
 
@@ -102,6 +105,79 @@ def run_plain_floor(pg_url: str, xml: str) -> float:
         with conn.cursor() as cur:
             copy_upsert(cur, "flight_schd", main_cols, flights, "flid")
             copy_upsert(cur, "flight_gate", gate_cols, gates, "flid, ordinal")
+        conn.commit()
+        return time.perf_counter() - t0
+
+
+def run_output_floor(pg_url: str, xml: str) -> float:
+    """A third figure, beside issue 16's floor: the same plain code writing everything a snapshot
+    must write. Issue 16's floor writes the main rows and one detail table; a snapshot writes every
+    field of every flight (the main row with its objects and text groups, the rows of all 9 detail
+    tables) and one whole-state ``schd`` document per flight (FS §3.3, §5.5). So this floor takes
+    the same parse and plain extraction, builds the rows of all 10 tables and a sorted, compact
+    JSON document per flight, and writes them the same bulk way (COPY into temporary tables, one
+    ``INSERT … ON CONFLICT`` each; the documents by COPY into ``msg_event``), one commit. No
+    catalogue checks, no ledger, no identity, no member list, no status: it shows how much of
+    msgx's time the output itself costs."""
+    import json
+
+    from lxml import etree
+
+    dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
+    scalars = frozenset(SCALARS)
+    main_cols = ["flid", "fday", "state_version", *(name.lower() for name in SCALARS),
+                 *(c for obj in OBJECTS for c in obj.columns), *(g.column for g in TEXT_GROUPS)]
+    detail: dict[str, tuple[list[str], list[list[object]]]] = {}
+    for spec in COLLECTIONS:
+        keys = ["flid", *(["route_kind"] if spec.route_kind else []), "ordinal", "source_seq", "record_version"]
+        cols, _ = detail.setdefault(spec.table, (keys, []))
+        cols += [c for c in spec.columns if c not in cols]
+    with psycopg.connect(dsn) as conn:
+        t0 = time.perf_counter()
+        root = etree.fromstring(xml.encode("utf-8"), _parser())
+        day: str | None = None
+        flights: list[list[object]] = []
+        documents: list[tuple[object, ...]] = []
+        for fltr in root.iterfind("SCHD/FLTR"):
+            values: dict[str, str] = {}
+            groups: dict[str, list[dict[str, str]]] = {}
+            for child in fltr:
+                if child.tag in scalars or child.tag == "FLID":
+                    values[child.tag] = (child.text or "").strip()
+                else:
+                    entry = {k: v.strip() for k, v in child.items()}
+                    entry.update((g.tag, (g.text or "").strip()) for g in child)
+                    if (child.text or "").strip():
+                        entry["TEXT"] = child.text.strip()
+                    groups.setdefault(child.tag, []).append(entry)
+            flid = values.pop("FLID")
+            if day is None:      # the package's day, from its first SODT (DDMONYYHHMM)
+                day = datetime.strptime(values["SODT"][:7].title(), "%d%b%y").date().isoformat()
+            fday = day
+            objects = [((groups.get(obj.key) or [{}])[0], obj.parts) for obj in OBJECTS]
+            flights.append([flid, fday, 1, *(values.get(name) or None for name in SCALARS),
+                            *(o.get(part) or None for o, parts in objects for part in parts),
+                            *(json.dumps(groups[g.key], ensure_ascii=False, sort_keys=True) if g.key in groups else None
+                              for g in TEXT_GROUPS)])
+            for spec in COLLECTIONS:
+                cols, rows = detail[spec.table]
+                for ordinal, entry in enumerate(groups.get(spec.key, ()), start=1):
+                    row = {"flid": flid, "route_kind": spec.route_kind, "ordinal": ordinal, "record_version": 1,
+                           "source_seq": entry.get(spec.seq_attr or "")}
+                    rows.append([row[c] if c in row else entry.get(c.upper()) or None for c in cols])
+            document: dict[str, object] = {"FLID": flid, "STATE_VERSION": 1, "FDAY": fday,
+                                           **{k: v for k, v in values.items() if v}}
+            document.update((k, v[0] if k in OBJECT_BY_KEY else v) for k, v in groups.items())
+            documents.append((1, flid, "schd", "state", 1,
+                              json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)))
+        with conn.cursor() as cur:
+            copy_upsert(cur, "flight_schd", main_cols, flights, "flid")
+            for table, (cols, rows) in detail.items():
+                key = "flid, route_kind, ordinal" if "route_kind" in cols else "flid, ordinal"
+                copy_upsert(cur, table, cols, rows, key)
+            with cur.copy("COPY msg_event (msg_id, flid, topic, kind, state_version, payload) FROM STDIN") as copy:
+                for doc in documents:
+                    copy.write_row(doc)
         conn.commit()
         return time.perf_counter() - t0
 
@@ -167,12 +243,13 @@ def main() -> int:
     first = big_package(n)
     churn = n // 20
     second = big_package(n, flids=[f"F{i:06d}" for i in range(churn, n)] + [f"N{i:06d}" for i in range(churn)])
-    names = [f"{TAG}_p", f"{TAG}_f", f"{TAG}_g"]
+    names = [f"{TAG}_p", f"{TAG}_f", f"{TAG}_g", f"{TAG}_o"]
     try:
-        pg_proto, pg_floor, pg_plain = pg_db(names[0]), pg_db(names[1]), pg_db(names[2])
+        pg_proto, pg_floor, pg_plain, pg_output = (pg_db(name) for name in names)
         mb = mysql_db(TAG)
         floor_s = run_plain_floor(pg_plain, first)
         msgx_floor_s = run_floor(pg_floor, first)
+        output_floor_s = run_output_floor(pg_output, first)
         settings = Settings(db_url=pg_proto, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
                             home=Path("/tmp") / TAG)
         app = App.from_settings(settings)
@@ -191,6 +268,8 @@ def main() -> int:
            "flights/s", target=0.5)
     print(f"seconds: floor {floor_s:.2f}, snapshot {first_s:.2f} ({first_s / floor_s:.2f}x), "
           f"re-snapshot {second_s:.2f} ({second_s / floor_s:.2f}x); target <= 2x")
+    print(f"against the floor that writes the same output ({output_floor_s:.2f} s: all 10 tables and a document "
+          f"per flight): snapshot {first_s / output_floor_s:.2f}x, re-snapshot {second_s / output_floor_s:.2f}x")
     print(f"against the floor with msgx's own extraction ({msgx_floor_s:.2f} s): snapshot "
           f"{first_s / msgx_floor_s:.2f}x, re-snapshot {second_s / msgx_floor_s:.2f}x")
     return 0
