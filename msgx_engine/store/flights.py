@@ -89,6 +89,19 @@ def _tables_holding(states: Iterable[FlightState]) -> set[str]:
     return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
 
+def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, FlightState] | None) -> tuple[str, ...]:
+    """The detail tables that may hold rows of the flights ``states`` rewrite. None when every
+    state is its flight's first (version 1: no stored row, so no detail rows; a new day's snapshot
+    skips the DELETE of its 10,000 flights, issue 16); all 9 when the stored states were not loaded
+    (or one is missing); else the tables the loaded ones fill."""
+    if all(st.state_version == 1 for st in states):
+        return ()
+    if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
+        return tuple(detail_tables)
+    return tuple(t for t in detail_tables if t in _tables_holding(previous[st.flid] for st in states
+                                                                   if st.flid in previous))
+
+
 # The hot statements as plain SQL, built once from the table metadata and sent with
 # ``exec_driver_sql``: no per-call statement construction or compilation (DESIGN §6 budgets).
 _MAIN_COLUMNS = tuple(c.name for c in flight_schd.c if c.name != "created_at")
@@ -107,10 +120,9 @@ _SPECS_BY_TABLE: dict[str, list[CollectionSpec]] = defaultdict(list)
 for _spec in COLLECTIONS:
     _SPECS_BY_TABLE[_spec.table].append(_spec)
 
-# The COPY path of large batches (a snapshot; store/bulk.py): value tuples in column order.
-_COPY_MAIN_COLUMNS = _MAIN_COLUMNS     # updated_at included: persist_next_states sets it
+# The COPY path of large batches (a snapshot; store/bulk.py): value lists in ``_MAIN_COLUMNS`` order.
 _UPSERT_CONFLICT = "ON CONFLICT (flid) DO UPDATE SET " + ", ".join(
-    f"{c} = EXCLUDED.{c}" for c in _COPY_MAIN_COLUMNS if c != "flid")
+    f"{c} = EXCLUDED.{c}" for c in _MAIN_COLUMNS if c != "flid")
 _DETAIL_COLUMNS = {name: tuple(c.name for c in t.c if c.name != "created_at") for name, t in detail_tables.items()}
 _FIXED = ("flid", "ordinal", "record_version", "route_kind")
 
@@ -159,38 +171,50 @@ def _detail_tuples(states: Sequence[FlightState], table: str,
                 yield row
 
 
-_SCALAR_COLUMNS = tuple((name.lower(), name) for name in SCALARS)
-_OBJECT_COLUMNS = tuple((obj.key, frozenset(obj.parts), tuple(zip(obj.parts, obj.columns, strict=True)))
-                        for obj in OBJECTS)
+_MAIN_SLOT = {c: i for i, c in enumerate(_MAIN_COLUMNS)}
+_SCALAR_SLOT = {name: _MAIN_SLOT[name.lower()] for name in SCALARS}
+_OBJECT_SLOTS = tuple((obj.key, frozenset(obj.parts), tuple((part, _MAIN_SLOT[col]) for part, col
+                                                            in zip(obj.parts, obj.columns, strict=True)))
+                      for obj in OBJECTS)
+_TEXT_SLOTS = tuple((group.key, _MAIN_SLOT[group.column]) for group in TEXT_GROUPS)
+_BOOK_SLOTS = tuple(_MAIN_SLOT[c] for c in (*_BOOK_COLUMNS, "stand_bridges", "field_msg", "updated_at"))
 
 
-def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
-    """The ``flight_schd`` row of a state (a snapshot builds 10,000 at once: the columns are
-    walked from tables built once, issue 16)."""
-    fields = state.fields
-    row: dict[str, object] = {
-        "flid": state.flid, "fday": state.fday, "state_version": state.state_version,
-        "last_message_id": state.last_message_id, "deleted": state.deleted,
-        "deleted_at": now if state.deleted else None, "stand_bridges": to_column(state.bridges),
-        "field_msg": Jsonb(dict(state.stamps)) if state.stamps else None,
-    }
-    for col, name in _SCALAR_COLUMNS:
-        row[col] = fields.get(name)
-    for key, known, columns in _OBJECT_COLUMNS:
+def main_values(state: FlightState, now: datetime | None = None) -> list[object]:
+    """The ``flight_schd`` row of a state as values in ``_MAIN_COLUMNS`` order (``updated_at`` is
+    ``now``). A snapshot builds 10,000 at once and hands them to COPY as they are (issue 16): the
+    slots come from tables built once, and only the fields a state holds are walked, not every
+    column."""
+    row: list[object] = [None] * len(_MAIN_COLUMNS)
+    book: tuple[object, ...] = (state.flid, state.fday, state.state_version, state.last_message_id, state.deleted,
+                                now if state.deleted else None, to_column(state.bridges),
+                                Jsonb(dict(state.stamps)) if state.stamps else None, now)
+    for at, value in zip(_BOOK_SLOTS, book, strict=True):
+        row[at] = value
+    for name, field in state.fields.items():
+        slot = _SCALAR_SLOT.get(name)
+        if slot is not None:
+            row[slot] = field
+    for key, known, slots in _OBJECT_SLOTS:
         parts = state.entry(key)
         if not parts:
-            for _, col in columns:
-                row[col] = None
             continue
         unknown = set(parts) - known
         if unknown:
             raise ValueError(f"{key} has parts without a column: {sorted(unknown)}")
-        for part, col in columns:
-            row[col] = parts.get(part)
-    for group in TEXT_GROUPS:
-        entries = state.entries(group.key)
-        row[group.column] = (json.dumps([dict(e) for e in entries], ensure_ascii=False, sort_keys=True)
-                             if entries else None)
+        for part, slot in slots:
+            row[slot] = parts.get(part)
+    for key, slot in _TEXT_SLOTS:
+        entries = state.entries(key)
+        if entries:
+            row[slot] = json.dumps([dict(e) for e in entries], ensure_ascii=False, sort_keys=True)
+    return row
+
+
+def state_to_row(state: FlightState, now: datetime | None = None) -> dict:
+    """The ``flight_schd`` row of a state as a column -> value mapping, ``updated_at`` left out."""
+    row = dict(zip(_MAIN_COLUMNS, main_values(state, now), strict=True))
+    del row["updated_at"]
     return row
 
 
@@ -289,22 +313,16 @@ class FlightRepository:
             states = list({st.flid: st for st in states}.values())
         if now is None:
             now = self.conn.execute(select(func.now())).scalar_one()
-        rows = [state_to_row(s, now) for s in states]
-        for r in rows:
-            r["updated_at"] = now
-        if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_upsert(
-                self.conn, "flight_schd", _COPY_MAIN_COLUMNS, ([r[c] for c in _COPY_MAIN_COLUMNS] for r in rows),
-                _UPSERT_CONFLICT):
-            self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param(rows))
+        rows = [main_values(s, now) for s in states]
+        if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_upsert(self.conn, "flight_schd", _MAIN_COLUMNS, rows,
+                                                                  _UPSERT_CONFLICT):
+            self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param([dict(zip(_MAIN_COLUMNS, r, strict=True))
+                                                                    for r in rows]))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
             states = [st for st in states if collections_of(st) != collections_of(previous.get(st.flid))]
             if not states:
                 return
-        if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
-            tables = tuple(detail_tables)
-        else:
-            olds = [previous[st.flid] for st in states if st.flid in previous]
-            tables = tuple(t for t in detail_tables if t in _tables_holding(olds))
+        tables = _tables_to_clear(states, previous)
         if tables:
             self.conn.exec_driver_sql(_delete_sql(tables), {"flids": [s.flid for s in states]})
         if sum(len(st.fields.get(spec.key) or ()) for st in states for spec in COLLECTIONS) >= bulk.COPY_MIN_ROWS:

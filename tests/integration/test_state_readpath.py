@@ -54,3 +54,43 @@ def test_loading_1000_flights_issues_a_constant_number_of_statements(app):
         children = FlightRepository(conn).codeshare_children(["F000000", "F000001"])
         relatives = counter.count - before
     assert relatives == 1 and len(children["F000000"]) == 100 and children["F000001"] == ()
+
+
+class StatementLog:
+    def __init__(self, engine) -> None:
+        self.statements: list[str] = []
+        event.listen(engine, "before_cursor_execute", self._hit)
+
+    def _hit(self, conn, cursor, statement, *args) -> None:
+        self.statements.append(statement)
+
+    def deletes(self) -> list[str]:
+        return [s for s in self.statements if "DELETE FROM flight_" in s]
+
+
+def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app):
+    """Issue 16, FS §5.4: states at version 1 are flights with no stored row, so the writer path
+    sends no DELETE to the 9 detail tables. 600 of them go the COPY way (the main rows as value
+    lists, ``main_values``), 3 the JSON way, and both read back equal to what was written; their
+    next states (version 2, one gate fewer) replace the detail rows, which takes the DELETE."""
+    big = [flight(n) for n in range(600)]
+    small = [flight(n) for n in range(1000, 1003)]
+    log = StatementLog(app.engine)
+    for batch in (big, small):
+        with app.engine.begin() as conn:
+            FlightRepository(conn).persist_next_states(batch)
+    assert log.deletes() == []
+    with app.engine.connect() as conn:
+        loaded = FlightRepository(conn).load(s.flid for s in big + small)
+    assert {f: (s.fields, s.state_version) for f, s in loaded.items()} == {
+        s.flid: (s.fields, 1) for s in big + small}
+
+    fewer = [FlightState(flid=s.flid, fields=MappingProxyType({**s.fields, "GTDT": s.fields["GTDT"][:1]}),
+                         state_version=2) for s in big]
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states(fewer)
+    assert len(log.deletes()) == 1
+    with app.engine.connect() as conn:
+        loaded = FlightRepository(conn).load(s.flid for s in fewer)
+    assert {f: s.fields["GTDT"] for f, s in loaded.items()} == {s.flid: s.fields["GTDT"] for s in fewer}
+    assert all(s.state_version == 2 for s in loaded.values())
