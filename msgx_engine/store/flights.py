@@ -98,8 +98,8 @@ def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, Fligh
         return ()
     if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
         return tuple(detail_tables)
-    return tuple(t for t in detail_tables if t in _tables_holding(previous[st.flid] for st in states
-                                                                   if st.flid in previous))
+    holding = _tables_holding(previous[st.flid] for st in states if st.flid in previous)
+    return tuple(t for t in detail_tables if t in holding)
 
 
 # The hot statements as plain SQL, built once from the table metadata and sent with
