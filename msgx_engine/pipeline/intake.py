@@ -95,7 +95,7 @@ class Intake:
         now = self.clock.now()
         full = force_full or self._due(self._last_full, self.full_scan_every_s, now)
         pos = queue.intake_position(conn)
-        open_gaps = queue.open_gaps(conn)
+        open_gaps = pos.open_gaps
         gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full else ()))
         conn.commit()
         try:
@@ -133,7 +133,7 @@ class Intake:
             stats.source_error = f"{type(exc).__name__}: {exc}"[:500]
             return stats
         if new_ids:
-            self._register(conn, new_ids, pos.max_registered, now, stats, holes)
+            self._register(conn, new_ids, pos, now, stats, holes)
         if not self.shadow:
             self._mark_again(conn, sorted(known), now)
         conn.commit()
@@ -218,9 +218,9 @@ class Intake:
         return found
 
     @staticmethod
-    def _register(conn: Connection, new_ids: list[int], max_registered: int, now: datetime,
+    def _register(conn: Connection, new_ids: list[int], pos: queue.IntakePosition, now: datetime,
                   stats: IntakeStats, holes: list[int]) -> None:
-        done = queue.register(conn, new_ids, max_registered, now, holes)
+        done = queue.register(conn, new_ids, pos.max_registered, now, holes, accounted_for=pos.accounted_for)
         stats.registered += done.registered
         stats.late_arrivals += len(done.late)
         stats.gaps_recorded += done.gaps_recorded

@@ -300,6 +300,7 @@ class IntakePosition:
 
     max_registered: int
     high_water: int | None
+    open_gaps: tuple[int, ...] = ()     # recorded gaps neither arrived nor passed (the first 1,000)
 
     @property
     def accounted_for(self) -> int:
@@ -310,12 +311,15 @@ class IntakePosition:
 _POSITION_SQL = (
     "SELECT greatest((SELECT coalesce(max(msg_id), 0) FROM proc_state), "
     "(SELECT coalesce(max(msg_id), 0) FROM proc_state_archive)), "
-    f"(SELECT high_water FROM intake_state WHERE name = '{INTAKE}')")
+    f"(SELECT high_water FROM intake_state WHERE name = '{INTAKE}'), "
+    "ARRAY(SELECT msg_id FROM intake_gap WHERE arrived_at IS NULL AND passed_at IS NULL ORDER BY msg_id "
+    "LIMIT 1000)")
 
 
 def intake_position(conn: Connection) -> IntakePosition:
-    top, high = conn.exec_driver_sql(_POSITION_SQL).one()
-    return IntakePosition(int(top), None if high is None else int(high))
+    """Where intake stands, with the open gaps, in one statement (the pump reads it every pass)."""
+    top, high, gaps = conn.exec_driver_sql(_POSITION_SQL).one()
+    return IntakePosition(int(top), None if high is None else int(high), tuple(gaps))
 
 
 def raise_high_water(conn: Connection, msg_id: int) -> None:
@@ -347,12 +351,6 @@ def requeue_reset_marks(conn: Connection, ids: list[int], *, seen_before: dateti
     return sorted(r[0] for r in rows)
 
 
-def open_gaps(conn: Connection, limit: int = 1000) -> list[int]:
-    return [r[0] for r in conn.execute(select(intake_gap.c.msg_id).where(
-        intake_gap.c.arrived_at.is_(None), intake_gap.c.passed_at.is_(None))
-        .order_by(intake_gap.c.msg_id).limit(limit))]
-
-
 def low_water(conn: Connection, max_registered: int) -> int:
     """Smallest id not yet terminal and marked, minus one; everything below it is finished."""
     open_min = conn.execute(select(func.min(proc_state.c.msg_id)).where(proc_state.c.status.in_(OPEN))).scalar()
@@ -362,13 +360,16 @@ def low_water(conn: Connection, max_registered: int) -> int:
     return (min(lows) - 1) if lows else max_registered
 
 
+# an archived message is never registered twice (US-11 AC3): one statement for both tables
+_REGISTERED_SQL = ("SELECT msg_id FROM proc_state WHERE msg_id = ANY(%(ids)s) "
+                   "UNION ALL SELECT msg_id FROM proc_state_archive WHERE msg_id = ANY(%(ids)s)")
+
+
 def registered_among(conn: Connection, ids: list[int]) -> set[int]:
+    """Which of ``ids`` this database registered, in ``proc_state`` or archived."""
     if not ids:
         return set()
-    known = {r[0] for r in conn.execute(select(proc_state.c.msg_id).where(proc_state.c.msg_id.in_(ids)))}
-    known |= {r[0] for r in conn.execute(select(proc_state_archive.c.msg_id)       # never twice (US-11 AC3)
-                                         .where(proc_state_archive.c.msg_id.in_(ids)))}
-    return known
+    return {r[0] for r in conn.exec_driver_sql(_REGISTERED_SQL, {"ids": ids})}
 
 
 def unarrived_gaps(conn: Connection, limit: int | None = 10_000) -> list[int]:
@@ -385,11 +386,16 @@ class Registration:
 
 
 def register(conn: Connection, new_ids: list[int], max_registered: int, now: datetime,
-             holes: list[int]) -> Registration:
+             holes: list[int], *, accounted_for: int | None = None) -> Registration:
     """Register ``new_ids`` PENDING once each (INV-2b); ids below the previous top, or filling a
-    gap the head already passed, are late arrivals; ``holes`` become open gaps."""
-    gaps = conn.execute(select(intake_gap.c.msg_id, intake_gap.c.passed_at)
-                        .where(intake_gap.c.msg_id.in_(new_ids), intake_gap.c.arrived_at.is_(None))).fetchall()
+    gap the head already passed, are late arrivals; ``holes`` become open gaps. ``accounted_for``
+    (``IntakePosition.accounted_for``): every recorded gap lies below it, since a gap is recorded
+    with a larger id and the high-water mark is raised past that id in the same transaction, so
+    ids above it fill none and the gap lookup is skipped (the pump's every pass, issue 16)."""
+    fills_none = accounted_for is not None and min(new_ids) > accounted_for
+    gaps = [] if fills_none else conn.execute(
+        select(intake_gap.c.msg_id, intake_gap.c.passed_at)
+        .where(intake_gap.c.msg_id.in_(new_ids), intake_gap.c.arrived_at.is_(None))).fetchall()
     gap_ids = {g.msg_id for g in gaps}
     passed = {g.msg_id for g in gaps if g.passed_at is not None}
     late = {i for i in new_ids if i < max_registered and i not in gap_ids} | passed

@@ -37,3 +37,24 @@ def test_d26_d30_a_gtdt_on_a_known_flight_costs_the_documented_statements(app, c
     assert gates(app, "P1") == [(1, "B1")] and proc(app, 3).status == "SUCCEEDED"
     assert on_known == 7, [c for c in counted]
     assert len(counted) - on_known == 7, counted[on_known:]
+
+
+def test_an_intake_pass_of_new_rows_costs_the_documented_statements(app, clock):
+    """docs/pipeline.md "intake": the pump scans every pass, so its statements on PostgreSQL are
+    counted (issue 16, latency). Rows above the high-water mark: the position with the open gaps
+    (one statement), which of them are registered or archived (one, US-11 AC3), their insert and
+    the high-water mark: 4. None of them can fill a recorded gap (every gap lies below the
+    high-water mark), so the gap lookup is not sent; a row below it still looks (late arrival)."""
+    app.mailbox.put(gtdt("I1", (1, "A1")))
+    drain_now(app)                                          # adopted, registered, processed, marked
+    intake = Intake(app.mailbox, clock)
+    counted: list[str] = []
+    with app.engine.connect() as conn:
+        intake.scan(conn)                                   # the pump's first pass: its full scan
+        event.listen(conn, "before_cursor_execute", lambda *a: counted.append(" ".join(a[2].split())[:50]))
+        for n in range(3):
+            app.mailbox.put(gtdt(f"I{n + 2}", (1, "B1")))
+        stats = intake.scan(conn)
+    assert stats.registered == 3
+    assert len(counted) == 4, counted
+    assert not any("intake_gap.passed_at" in s for s in counted), counted
