@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -69,6 +70,26 @@ def copy_upsert(cur: psycopg.Cursor, table: str, cols: list[str], rows: Iterable
                 f"ON CONFLICT ({key}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in cols if c not in keys))
 
 
+def plain_record(fltr: Any, scalars: frozenset[str], *, own_text: bool = False
+                 ) -> tuple[dict[str, str], dict[str, list[dict[str, str]]]]:
+    """The floors' plain extraction of one FLTR, with no catalogue checks: its scalars (and FLID)
+    by tag, and every repeated group and object as entries of its attributes and child texts.
+    ``own_text``: an element's own text is an entry part too (``TEXT``), as the output floor
+    stores it; issue 16's floor leaves it out."""
+    values: dict[str, str] = {}
+    groups: dict[str, list[dict[str, str]]] = {}
+    for child in fltr:
+        if child.tag in scalars or child.tag == "FLID":
+            values[child.tag] = (child.text or "").strip()
+        else:
+            entry = {k: v.strip() for k, v in child.items()}
+            entry.update((g.tag, (g.text or "").strip()) for g in child)
+            if own_text and (child.text or "").strip():
+                entry["TEXT"] = child.text.strip()
+            groups.setdefault(child.tag, []).append(entry)
+    return values, groups
+
+
 def run_plain_floor(pg_url: str, xml: str) -> float:
     """Issue 16's floor, independent of msgx's own code: lxml parse, a plain extraction of every
     field (scalars, and every entry of every group with its attributes; no catalogue checks, no
@@ -88,15 +109,7 @@ def run_plain_floor(pg_url: str, xml: str) -> float:
         flights: list[list[object]] = []
         gates: list[list[object]] = []
         for fltr in root.iterfind("SCHD/FLTR"):
-            values: dict[str, str] = {}
-            groups: dict[str, list[dict[str, str]]] = {}     # every repeated group and object, attributes too
-            for child in fltr:
-                if child.tag in scalars or child.tag == "FLID":
-                    values[child.tag] = (child.text or "").strip()
-                else:
-                    entry = {k: v.strip() for k, v in child.items()}
-                    entry.update((g.tag, (g.text or "").strip()) for g in child)
-                    groups.setdefault(child.tag, []).append(entry)
+            values, groups = plain_record(fltr, scalars)
             flid = values["FLID"]
             flights.append([flid, 1, *(values.get(name) or None for name in SCALARS)])
             gates += [[flid, ordinal, entry.get(gate_spec.seq_attr or ""), 1,
@@ -139,17 +152,7 @@ def run_output_floor(pg_url: str, xml: str) -> float:
         flights: list[list[object]] = []
         documents: list[tuple[object, ...]] = []
         for fltr in root.iterfind("SCHD/FLTR"):
-            values: dict[str, str] = {}
-            groups: dict[str, list[dict[str, str]]] = {}
-            for child in fltr:
-                if child.tag in scalars or child.tag == "FLID":
-                    values[child.tag] = (child.text or "").strip()
-                else:
-                    entry = {k: v.strip() for k, v in child.items()}
-                    entry.update((g.tag, (g.text or "").strip()) for g in child)
-                    if (child.text or "").strip():
-                        entry["TEXT"] = child.text.strip()
-                    groups.setdefault(child.tag, []).append(entry)
+            values, groups = plain_record(fltr, scalars, own_text=True)
             flid = values.pop("FLID")
             if day is None:      # the package's day, from its first SODT (DDMONYYHHMM)
                 day = datetime.strptime(values["SODT"][:7].title(), "%d%b%y").date().isoformat()
