@@ -16,9 +16,10 @@ the floor measured in the same run.
 * re-snapshot: a second package for the same day where 5% of the flights are new and 5% are gone
   (updates + diff soft-deletes + tombstones), timed the same way.
 
-Prints seconds, rates (flights/s), floor and ratio (issue 16 target <= 2x the floor's time) and
-``RESULT`` lines for ``bench/run.py``. Usage:
-``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--profile]``
+Prints seconds, rates (flights/s), floor and ratio (issue 16 target <= 2x the floor's time), the
+CPU seconds of this process in each run (msgx's and the floors' own cost, which the disk's flush
+times do not blur) and ``RESULT`` lines for ``bench/run.py``. Usage:
+``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--repeat N] [--profile]``
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ import argparse
 import cProfile
 import os
 import pstats
+import statistics
 import sys
 import time
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -56,6 +58,23 @@ from msgx_engine.state.model import FlightState  # noqa: E402
 from msgx_engine.store.flights import _entry_to_row, state_to_row  # noqa: E402
 
 TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
+
+
+class Timing(NamedTuple):
+    """A run's wall seconds and this process's CPU seconds (all its threads). The CPU figure is
+    the Python side's own cost: it leaves out the server's work and the disk's flushes, whose
+    times vary from run to run on a shared machine far more than the code's cost does."""
+
+    wall: float
+    cpu: float
+
+
+def started() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def since(start: tuple[float, float]) -> Timing:
+    return Timing(time.perf_counter() - start[0], time.process_time() - start[1])
 
 
 def copy_upsert(cur: psycopg.Cursor, table: str, cols: list[str], rows: Iterable[Sequence[object]], key: str) -> None:
@@ -90,7 +109,7 @@ def plain_record(fltr: Any, scalars: frozenset[str], *, own_text: bool = False
     return values, groups
 
 
-def run_plain_floor(pg_url: str, xml: str) -> float:
+def run_plain_floor(pg_url: str, xml: str) -> Timing:
     """Issue 16's floor, independent of msgx's own code: lxml parse, a plain extraction of every
     field (scalars, and every entry of every group with its attributes; no catalogue checks, no
     state objects), and one bulk upsert
@@ -104,7 +123,7 @@ def run_plain_floor(pg_url: str, xml: str) -> float:
     main_cols = ["flid", "state_version", *(name.lower() for name in SCALARS)]
     gate_cols = ["flid", "ordinal", "source_seq", "record_version", *(c.lower() for c in gate_spec.children)]
     with psycopg.connect(dsn) as conn:
-        t0 = time.perf_counter()
+        t0 = started()
         root = etree.fromstring(xml.encode("utf-8"), _parser())
         flights: list[list[object]] = []
         gates: list[list[object]] = []
@@ -119,10 +138,10 @@ def run_plain_floor(pg_url: str, xml: str) -> float:
             copy_upsert(cur, "flight_schd", main_cols, flights, "flid")
             copy_upsert(cur, "flight_gate", gate_cols, gates, "flid, ordinal")
         conn.commit()
-        return time.perf_counter() - t0
+        return since(t0)
 
 
-def run_output_floor(pg_url: str, xml: str) -> float:
+def run_output_floor(pg_url: str, xml: str) -> Timing:
     """A third figure, beside issue 16's floor: the same plain code writing everything a snapshot
     must write. Issue 16's floor writes the main rows and one detail table; a snapshot writes every
     field of every flight (the main row with its objects and text groups, the rows of all 9 detail
@@ -146,7 +165,7 @@ def run_output_floor(pg_url: str, xml: str) -> float:
         cols, _ = detail.setdefault(spec.table, (keys, []))
         cols += [c for c in spec.columns if c not in cols]
     with psycopg.connect(dsn) as conn:
-        t0 = time.perf_counter()
+        t0 = started()
         root = etree.fromstring(xml.encode("utf-8"), _parser())
         day: str | None = None
         flights: list[list[object]] = []
@@ -182,10 +201,10 @@ def run_output_floor(pg_url: str, xml: str) -> float:
                 for doc in documents:
                     copy.write_row(doc)
         conn.commit()
-        return time.perf_counter() - t0
+        return since(t0)
 
 
-def run_floor(pg_url: str, xml: str) -> float:
+def run_floor(pg_url: str, xml: str) -> Timing:
     """The earlier floor, kept as a second figure: parse + msgx's own extraction (``block_values``,
     whole states, ``state_to_row``) + one bulk upsert of the same flights and gate rows. Since it
     runs msgx's extraction, a faster extraction lowers it too and never shows in its ratio."""
@@ -194,7 +213,7 @@ def run_floor(pg_url: str, xml: str) -> float:
     dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
     gate_spec = next(spec for spec in COLLECTIONS if spec.table == "flight_gate")
     with psycopg.connect(dsn) as conn:
-        t0 = time.perf_counter()
+        t0 = started()
         root = etree.fromstring(xml.encode("utf-8"), _parser())
         states = [FlightState(flid=text_of(r.find("FLID")), fields=snapshot_fields(block_values(r)), state_version=1)
                   for r in root.iterfind("SCHD/FLTR")]
@@ -206,22 +225,22 @@ def run_floor(pg_url: str, xml: str) -> float:
                 cols = list(trows[0])
                 copy_upsert(cur, table, cols, ([r[c] for c in cols] for r in trows), key)
         conn.commit()
-        return time.perf_counter() - t0
+        return since(t0)
 
 
-def run_protocol(app: App, xml: str, profile: bool) -> float:
+def run_protocol(app: App, xml: str, profile: bool) -> Timing:
     """One snapshot from registered to terminal (and marked) through the full protocol."""
     msg_id = app.mailbox.put(xml)
     with app.engine.connect() as conn:
         Intake(app.mailbox, app.clock).scan(conn)
     prof = cProfile.Profile() if profile else None
-    t0 = time.perf_counter()
+    t0 = started()
     if prof:
         prof.enable()
     summary = app.pump(PumpOptions()).run()
     if prof:
         prof.disable()
-    elapsed = time.perf_counter() - t0
+    elapsed = since(t0)
     assert summary.processed.get("SUCCEEDED") == 1, f"{summary.processed} for mailbox id {msg_id}"
     if prof:
         pstats.Stats(prof).sort_stats(os.environ.get("MSGX_PROFILE_SORT", "cumulative")).print_stats(40)
@@ -237,44 +256,87 @@ def counts(app: App) -> str:
     return f"live={row[0]} deleted={row[1]} events={row[2]} versions={row[3]}"
 
 
+class Round(NamedTuple):
+    """One round's timings: the three floors and the two snapshots, and the tables after each."""
+
+    floor: Timing
+    msgx_floor: Timing
+    output: Timing
+    snapshot: Timing
+    resnapshot: Timing
+    after_first: str
+    after_second: str
+
+
+def one_round(first: str, second: str, profile: bool) -> Round:
+    """Fresh databases, the floors on the first package, then the two snapshots through msgx."""
+    tag = f"{TAG}_{uuid.uuid4().hex[:4]}"
+    names = [f"{tag}_p", f"{tag}_f", f"{tag}_g", f"{tag}_o"]
+    try:
+        pg_proto, pg_floor, pg_plain, pg_output = (pg_db(name) for name in names)
+        mb = mysql_db(tag)
+        floor_t = run_plain_floor(pg_plain, first)
+        msgx_floor_t = run_floor(pg_floor, first)
+        output_t = run_output_floor(pg_output, first)
+        settings = Settings(db_url=pg_proto, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
+                            home=Path("/tmp") / tag)
+        app = App.from_settings(settings)
+        app.check_ready()
+        first_t = run_protocol(app, first, profile)
+        after_first = counts(app)
+        second_t = run_protocol(app, second, False)
+        after_second = counts(app)
+        app.dispose()
+    finally:
+        bench_drop(names, tag)
+    return Round(floor_t, msgx_floor_t, output_t, first_t, second_t, after_first, after_second)
+
+
+def median_timing(timings: Sequence[Timing]) -> Timing:
+    return Timing(statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--flights", type=int, default=10_000)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds, each on fresh databases; the figures are the medians (a shared machine's "
+                         "disk and CPU vary by more than a code change moves them)")
     args = ap.parse_args()
     n = args.flights
     first = big_package(n)
     churn = n // 20
     second = big_package(n, flids=[f"F{i:06d}" for i in range(churn, n)] + [f"N{i:06d}" for i in range(churn)])
-    names = [f"{TAG}_p", f"{TAG}_f", f"{TAG}_g", f"{TAG}_o"]
-    try:
-        pg_proto, pg_floor, pg_plain, pg_output = (pg_db(name) for name in names)
-        mb = mysql_db(TAG)
-        floor_s = run_plain_floor(pg_plain, first)
-        msgx_floor_s = run_floor(pg_floor, first)
-        output_floor_s = run_output_floor(pg_output, first)
-        settings = Settings(db_url=pg_proto, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
-                            home=Path("/tmp") / TAG)
-        app = App.from_settings(settings)
-        app.check_ready()
-        first_s = run_protocol(app, first, args.profile)
-        after_first = counts(app)
-        second_s = run_protocol(app, second, False)
-        after_second = counts(app)
-        app.dispose()
-    finally:
-        bench_drop(names, TAG)
     print(f"package: {n} flights, {len(first.encode()) / 1e6:.1f} MB, 2 gates + 3 desks + 2 routes + 2 stands each")
-    report("snapshot", f"snapshot, new day (registered -> terminal) [{after_first}]", n / first_s, n / floor_s,
+    rounds: list[Round] = []
+    for i in range(args.repeat):
+        r = one_round(first, second, args.profile and i == 0)
+        rounds.append(r)
+        if args.repeat > 1:
+            print(f"round {i + 1}/{args.repeat}: floor {r.floor.wall:.2f} s, snapshot {r.snapshot.wall:.2f} s "
+                  f"({r.snapshot.wall / r.floor.wall:.2f}x), re-snapshot {r.resnapshot.wall:.2f} s "
+                  f"({r.resnapshot.wall / r.floor.wall:.2f}x)", flush=True)
+    floor_t, msgx_floor_t, output_t, first_t, second_t = (
+        median_timing([getattr(r, f) for r in rounds]) for f in ("floor", "msgx_floor", "output", "snapshot",
+                                                                  "resnapshot"))
+    if args.repeat > 1:
+        print(f"medians of {args.repeat} rounds:")
+    floor, snap, resnap = floor_t.wall, first_t.wall, second_t.wall
+    report("snapshot", f"snapshot, new day (registered -> terminal) [{rounds[-1].after_first}]", n / snap, n / floor,
            "flights/s", target=0.5)
-    report("resnapshot", f"re-snapshot, 5% new + 5% gone, same day [{after_second}]", n / second_s, n / floor_s,
+    report("resnapshot", f"re-snapshot, 5% new + 5% gone, same day [{rounds[-1].after_second}]", n / resnap, n / floor,
            "flights/s", target=0.5)
-    print(f"seconds: floor {floor_s:.2f}, snapshot {first_s:.2f} ({first_s / floor_s:.2f}x), "
-          f"re-snapshot {second_s:.2f} ({second_s / floor_s:.2f}x); target <= 2x")
-    print(f"against the floor that writes the same output ({output_floor_s:.2f} s: all 10 tables and a document "
-          f"per flight): snapshot {first_s / output_floor_s:.2f}x, re-snapshot {second_s / output_floor_s:.2f}x")
-    print(f"against the floor with msgx's own extraction ({msgx_floor_s:.2f} s): snapshot "
-          f"{first_s / msgx_floor_s:.2f}x, re-snapshot {second_s / msgx_floor_s:.2f}x")
+    print(f"seconds: floor {floor:.2f}, snapshot {snap:.2f} ({snap / floor:.2f}x), "
+          f"re-snapshot {resnap:.2f} ({resnap / floor:.2f}x); target <= 2x")
+    output = output_t.wall
+    print(f"against the floor that writes the same output ({output:.2f} s: all 10 tables and a document "
+          f"per flight): snapshot {snap / output:.2f}x, re-snapshot {resnap / output:.2f}x")
+    print(f"against the floor with msgx's own extraction ({msgx_floor_t.wall:.2f} s): snapshot "
+          f"{snap / msgx_floor_t.wall:.2f}x, re-snapshot {resnap / msgx_floor_t.wall:.2f}x")
+    print(f"CPU seconds of this process (the server and the disk left out): floor {floor_t.cpu:.2f}, same-output "
+          f"floor {output_t.cpu:.2f}, snapshot {first_t.cpu:.2f} ({first_t.cpu / floor_t.cpu:.2f}x), "
+          f"re-snapshot {second_t.cpu:.2f} ({second_t.cpu / floor_t.cpu:.2f}x)")
     return 0
 
 

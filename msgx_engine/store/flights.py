@@ -89,12 +89,17 @@ def _tables_holding(states: Iterable[FlightState]) -> set[str]:
     return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
 
+def _all_first(states: Sequence[FlightState]) -> bool:
+    """Every state is its flight's first (version 1): no stored row, hence no detail rows (P21)."""
+    return all(st.state_version == 1 for st in states)
+
+
 def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, FlightState] | None) -> tuple[str, ...]:
     """The detail tables that may hold rows of the flights ``states`` rewrite. None when every
     state is its flight's first (version 1: no stored row, so no detail rows; a new day's snapshot
     skips the DELETE of its 10,000 flights, issue 16); all 9 when the stored states were not loaded
     (or one is missing); else the tables the loaded ones fill."""
-    if all(st.state_version == 1 for st in states):
+    if _all_first(states):
         return ()
     if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
         return tuple(detail_tables)
@@ -314,8 +319,7 @@ class FlightRepository:
         if now is None:
             now = self.conn.execute(select(func.now())).scalar_one()
         rows = [main_values(s, now) for s in states]
-        if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_upsert(self.conn, "flight_schd", _MAIN_COLUMNS, rows,
-                                                                  _UPSERT_CONFLICT):
+        if len(rows) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_first(states)):
             self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param([dict(zip(_MAIN_COLUMNS, r, strict=True))
                                                                     for r in rows]))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
@@ -338,6 +342,16 @@ class FlightRepository:
                     inserts[spec.table].append(_entry_to_row(spec, state.flid, ordinal, entry, version))
         for table_name, table_rows in inserts.items():
             self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], bulk.rows_param(table_rows))
+
+    def _copy_main_rows(self, rows: list[list[object]], *, first: bool) -> bool:
+        """The main rows by COPY (False: COPY cannot run here). ``first``: every row is its
+        flight's first (no stored row, P21), so COPY writes them into ``flight_schd`` itself, where
+        an upsert would copy them into a temporary table and insert them from there (P24). Were a
+        row stored after all, the insert fails on the key and the message is retried or DEAD: it
+        never overwrites in silence."""
+        if first:
+            return bulk.copy_rows(self.conn, "flight_schd", _MAIN_COLUMNS, rows)
+        return bulk.copy_upsert(self.conn, "flight_schd", _MAIN_COLUMNS, rows, _UPSERT_CONFLICT)
 
     def codeshare_children(self, masters: Iterable[str]) -> dict[str, tuple[ChildRef, ...]]:
         """The live code-share children (``MAID`` = master FLID, the authoritative link, INV-21)

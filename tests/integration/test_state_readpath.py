@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+import pytest
 from sqlalchemy import event
+from sqlalchemy.exc import IntegrityError
 
 from msgx_engine.state.model import FlightState, freeze_entry
 from msgx_engine.store.flights import FlightRepository
@@ -94,3 +96,17 @@ def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app
         loaded = FlightRepository(conn).load(s.flid for s in fewer)
     assert {f: s.fields["GTDT"] for f, s in loaded.items()} == {s.flid: s.fields["GTDT"] for s in fewer}
     assert all(s.state_version == 2 for s in loaded.values())
+
+
+def test_first_states_are_copied_in_and_never_overwrite_a_stored_row(app):
+    """Issue 16, decision P24, FS §5.4: a batch of first states (version 1) goes by COPY straight
+    into ``flight_schd``, not by an upsert. Were one of its flights stored after all, the batch
+    fails on the key and writes nothing: it never overwrites a stored flight in silence."""
+    kept = FlightState(flid=flight(7).flid, fields=MappingProxyType({"STND": "KEPT"}), state_version=1)
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states([kept])         # one row: the JSON upsert
+    with pytest.raises(IntegrityError), app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states([flight(n) for n in range(600)])
+    with app.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM flight_schd").scalar_one() == 1
+        assert FlightRepository(conn).load([kept.flid])[kept.flid].fields == kept.fields

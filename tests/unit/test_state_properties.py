@@ -25,7 +25,7 @@ from msgx_engine.state.model import (
     full_state_commands,
     kind_of,
 )
-from msgx_engine.state.serialize import state_from_json, state_json
+from msgx_engine.state.serialize import dumps, state_document, state_from_json, state_json
 
 text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=6)
 
@@ -105,6 +105,37 @@ def test_serialisation_round_trips(state):
     doc = json.loads(state_json(state))
     for key in state.fields:
         assert isinstance(doc[key], list if kind_of(key) == "list" else (dict, str))
+
+
+def python_json(doc: object) -> str:
+    """The serialisation FS §5.5 pins, as the standard library writes it."""
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(states(), st.dates(), st.lists(text, max_size=3))
+def test_state_json_is_the_documents_standard_json(state, day, codes):
+    """FS §5.5 / §6.2, decision P24: orjson's bytes of a whole state, airbridges published (D27),
+    equal the standard library's bytes of ``state_document``: every character a field may hold
+    (control characters, non-ASCII) is written the same way."""
+    stands = {e.get("PSST") for e in state.entries("PSDT")} | {state.fields.get("STND")}
+    bridges = {s: tuple(sorted(codes)) for s in stands if isinstance(s, str) and s}
+    state = FlightState(flid=state.flid, fields=state.fields, state_version=state.state_version, fday=day,
+                        bridges=bridges or None)
+    assert state_json(state) == python_json(state_document(state))
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63 - 1) | text,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+                           max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_dumps_writes_the_standard_librarys_bytes(value):
+    """Decision P24: ``dumps`` (the ``msg`` change payloads, ``GET /all/flights``) gives what
+    ``json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False)`` gave before it."""
+    assert dumps(value) == python_json(value)
 
 
 @settings(max_examples=200, deadline=None)
