@@ -368,15 +368,18 @@ class Processor:
         self._send_behind(conn)
         if self.lookahead is not None:      # what it writes is read again by the next message (P11)
             self.lookahead.written((st.flid for st in states), plans=bool(decision.plans))
+        # one commit for both transactions (P8): the events are written released, as the terminal
+        # status write would release them in the same commit (P24)
+        released_at = now if self.folds_transactions else None
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
             if not decision.plans:
-                outbox.insert(conn, events)
+                outbox.insert(conn, events, released_at=released_at)
                 events = []
         # plan writers read their own results (ledger CAS): not pipelined
         planned = write_plans(conn, decision.plans, msg_id, now)
         outbox.check_record_sizes(planned, self.max_record_bytes)   # raised: the rollback undoes the plans
-        outbox.insert(conn, events + planned)
+        outbox.insert(conn, events + planned, released_at=released_at)
         # a plan writes flights of its own: the post-commit step then reads every flight the
         # message's events name instead of only the changed ones; a silent write (F6) has no event
         # and nothing for the projection

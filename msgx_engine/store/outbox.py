@@ -54,18 +54,25 @@ class OutboxRow:
 
 _ROW_COLUMNS = tuple(f.name for f in fields(OutboxRow))
 assert _ROW_COLUMNS == ("msg_id", "flid", "topic", "kind", "state_version", "payload")   # insert's tuples
+_RELEASED_COLUMNS = (*_ROW_COLUMNS, "released_at")
 # Plain SQL built once, sent with ``exec_driver_sql`` (no statement construction per message).
-_INSERT_SQL = bulk.insert_sql("msg_event", _ROW_COLUMNS)
+_INSERT_SQL = {False: bulk.insert_sql("msg_event", _ROW_COLUMNS), True: bulk.insert_sql("msg_event", _RELEASED_COLUMNS)}
 
 
-def insert(conn: Connection, rows: Sequence[OutboxRow]) -> None:
-    """Write ``rows`` unreleased, in one statement (store/bulk.py; a snapshot's thousands by COPY),
-    event ids in row order."""
+def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime | None = None) -> None:
+    """Write ``rows`` in one statement (store/bulk.py; a snapshot's thousands by COPY), event ids
+    in row order: unreleased, or released at ``released_at`` when transaction 2 commits with
+    transaction 1 (P8), whose terminal status write would otherwise rewrite every row it just
+    wrote to release it (10,000 for a snapshot, decision P24)."""
     if not rows:
         return
-    values = [(r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload) for r in rows]
-    if len(values) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", _ROW_COLUMNS, values):
-        conn.exec_driver_sql(_INSERT_SQL, bulk.rows_param([dict(zip(_ROW_COLUMNS, v, strict=True)) for v in values]))
+    released = released_at is not None
+    columns = _RELEASED_COLUMNS if released else _ROW_COLUMNS
+    tail = (released_at,) if released else ()
+    values = [(r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload, *tail) for r in rows]
+    if len(values) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values):
+        conn.exec_driver_sql(_INSERT_SQL[released], bulk.rows_param([dict(zip(columns, v, strict=True))
+                                                                     for v in values]))
 
 
 # A Kafka record is its key, its value and the headers (event_id, state_version, msg_id) plus the

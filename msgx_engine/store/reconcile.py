@@ -43,12 +43,15 @@ def _distinct(cols: Sequence[str]) -> str:
 
 
 def _differences_sql() -> str:
-    """One statement: per compared flight, the main-row fields that changed (one array per row,
-    unnested), then per collection the flights with a row that changed, appeared or went (rows
+    """One statement: per compared flight whose main row changed at all (one row comparison
+    first: a re-snapshot's flights are mostly unchanged), the main-row fields that changed (one
+    array per row, unnested), then per collection the flights with a row that changed, appeared or went (rows
     matched by ordinal; the ordinal itself is compared so a missing side always differs)."""
-    cases = ", ".join(f"CASE WHEN {_distinct(cols)} THEN '{field}' END" for field, cols in _main_fields())
+    main = _main_fields()
+    cases = ", ".join(f"CASE WHEN {_distinct(cols)} THEN '{field}' END" for field, cols in main)
+    changed = _distinct([c for _, cols in main for c in cols])     # most rows: equal, one test (P24)
     parts = [f"SELECT flid, field FROM (SELECT o.flid, ARRAY[{cases}] AS fields FROM {_MAIN} o "
-             "JOIN flight_schd n USING (flid)) d, unnest(d.fields) AS field WHERE field IS NOT NULL"]
+             f"JOIN flight_schd n USING (flid) WHERE {changed}) d, unnest(d.fields) AS field WHERE field IS NOT NULL"]
     for spec in COLLECTIONS:
         kind = f" WHERE t.route_kind = '{spec.route_kind}'" if spec.route_kind else ""
         old = f"SELECT t.* FROM {PREFIX}{spec.table} t{kind}"
