@@ -63,6 +63,11 @@ def document_changes(before: FlightState, after: FlightState) -> tuple[frozenset
     return changed, frozenset(k for k in changed if k not in new)
 
 
+# keys sorted; a key that is a str subclass (an enum member, a column name) written as its text, as
+# the standard library did (orjson refuses it without the option)
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def _entry(value: object) -> dict:
     """orjson's fallback for what it does not write itself: an entry view as the dict it shows
     (the read-only view, which a whole state holds by the hundred thousand, tested first and by
@@ -75,7 +80,7 @@ def _entry(value: object) -> dict:
 
 
 def dumps(doc: object) -> str:
-    return orjson.dumps(doc, default=_entry, option=orjson.OPT_SORT_KEYS).decode()
+    return orjson.dumps(doc, default=_entry, option=_OPTIONS).decode()
 
 
 def state_json(state: FlightState) -> str:

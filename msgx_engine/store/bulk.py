@@ -1,7 +1,7 @@
 """Rows sent as one JSON array: one parameter per statement, however many rows and columns.
 
 psycopg re-parses a statement with more than 50 parameters on every call and adapts each value
-in Python, and ``executemany`` sends one statement per row; a JSON array costs one ``json.dumps``
+in Python, and ``executemany`` sends one statement per row; a JSON array costs one ``orjson.dumps``
 (C) and the server expands it with ``json_populate_recordset`` (issue 16: the pump's upsert, the
 snapshot's 10,000 main rows and their detail rows, the outbox events). Row order is kept
 (``WITH ORDINALITY``), so serial ids follow it.
@@ -15,11 +15,11 @@ writes), so the callers keep the JSON path for small batches and whenever ``copy
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date
 from functools import cache
 
+import orjson
 import psycopg
 from psycopg.types.json import Jsonb
 from sqlalchemy import Connection
@@ -39,16 +39,18 @@ def insert_sql(table: str, columns: Sequence[str], conflict: str = "") -> str:
 
 
 def rows_param(rows: Sequence[Mapping[str, object]]) -> dict[str, str]:
-    """The ``%(rows)s`` parameter of ``insert_sql``. NULL columns are left out (a missing key is
+    """The ``%(rows)s`` parameter of ``insert_sql`` (the keys may be SQLAlchemy column names, a
+    subclass of str: hence orjson's ``OPT_NON_STR_KEYS``). NULL columns are left out (a missing key is
     NULL to ``json_populate_recordset``): a main row is mostly NULLs, and 10,000 of them shrink
     from 11 MB of JSON to under 3 MB."""
-    return {"rows": json.dumps([{k: v for k, v in r.items() if v is not None} for r in rows],
-                               default=_json_value, ensure_ascii=False)}
+    return {"rows": orjson.dumps([{k: v for k, v in r.items() if v is not None} for r in rows],
+                                 default=_json_value, option=orjson.OPT_NON_STR_KEYS).decode()}
 
 
 def _json_value(value: object) -> object:
-    """JSON for the values JSON has no type for: dates and timestamps (ISO 8601, with the offset,
-    read back exactly), JSONB wrappers (their object)."""
+    """JSON for the values JSON has no type for: JSONB wrappers (their object), and dates and
+    timestamps (ISO 8601, with the offset, read back exactly) where orjson, which writes them
+    itself in that form, is not the writer."""
     if isinstance(value, Jsonb):
         return value.obj
     if isinstance(value, date):

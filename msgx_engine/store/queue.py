@@ -13,12 +13,12 @@ event release (INV-8). The rest is SQLAlchemy Core: it runs once per batch or sc
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
 
+import orjson
 from sqlalchemy import Connection, Row, Select, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
@@ -248,7 +248,7 @@ def _group_rows(conn: Connection, sql: str, rows: list[Applied], *, now: datetim
     if len({d["b_hash"] for d in data}) < len(data):
         raise identity.IdentityTaken("two messages of one group carry the same identity")
     written, bound = conn.exec_driver_sql(sql, {
-        "rows": json.dumps(data, ensure_ascii=False), "now": now, "pid": pid, "b_window": window}).one()
+        "rows": orjson.dumps(data).decode(), "now": now, "pid": pid, "b_window": window}).one()
     if written == len(rows) and bound < written:
         raise identity.IdentityTaken("an identity of the group is bound to another message inside the window")
     return bool(written == len(rows))

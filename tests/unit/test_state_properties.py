@@ -130,6 +130,20 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-2**63, 2**63
                            max_leaves=12)
 
 
+def test_dumps_writes_str_subclass_keys_as_their_text() -> None:
+    """Decision P24: a key that is a subclass of str (a column name, an enum member) is written as
+    its text, as ``json.dumps`` wrote it; orjson alone refuses such keys."""
+    from enum import StrEnum
+
+    from msgx_engine.store.tables import flight_schd
+
+    class Kind(StrEnum):
+        STATE = "state"
+
+    doc = {flight_schd.c.flid.name: "F1", Kind.STATE: [1], "A": {Kind.STATE: "x"}}
+    assert dumps(doc) == python_json(doc) == '{"A":{"state":"x"},"flid":"F1","state":[1]}'
+
+
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_dumps_writes_the_standard_librarys_bytes(value):
