@@ -13,7 +13,7 @@ from the store, a derived-field read (D30), a message with plans, a rollback's r
 - one upsert of the group's flights (each flight's last state) with its detail rows rewritten
   against what the store held before the group (``persist_next_states``'s ``previous``);
 - one insert of every event, in message order (event ids follow it), released at once when the
-  statuses held are terminal (P24: they commit together);
+  statuses held are terminal (P25: they commit together);
 - one guarded statement for every terminal status, history row, backfill todo, event release and
   identity binding (``queue.write_applied``). Any refusal there (an identity already bound, the
   writer lock lost) rolls the group back, and P10 redoes it one message at a time, where each is
@@ -98,7 +98,7 @@ class WriteBehind:
             FlightRepository(conn).persist_next_states(
                 states, now=now, previous={f: st for f, st in before.items() if st is not None and f not in back},
                 detail_versions=versions)
-            # held terminal statuses commit with their events: written released (P24)
+            # held terminal statuses commit with their events: written released (P25)
             outbox.insert(conn, events, released_at=now if self.terminal else None)
         write = queue.write_applied if self.terminal else queue.mark_applied_many
         if applied and not write(conn, applied, now=now, pid=pid, window=window):

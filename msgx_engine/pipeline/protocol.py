@@ -369,7 +369,7 @@ class Processor:
         if self.lookahead is not None:      # what it writes is read again by the next message (P11)
             self.lookahead.written((st.flid for st in states), plans=bool(decision.plans))
         # one commit for both transactions (P8): the events are written released, as the terminal
-        # status write would release them in the same commit (P24)
+        # status write would release them in the same commit (P25)
         released_at = now if self.folds_transactions else None
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)

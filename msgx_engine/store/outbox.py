@@ -63,7 +63,7 @@ def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime
     """Write ``rows`` in one statement (store/bulk.py; a snapshot's thousands by COPY), event ids
     in row order: unreleased, or released at ``released_at`` when transaction 2 commits with
     transaction 1 (P8), whose terminal status write would otherwise rewrite every row it just
-    wrote to release it (10,000 for a snapshot, decision P24)."""
+    wrote to release it (10,000 for a snapshot, decision P25)."""
     if not rows:
         return
     released = released_at is not None

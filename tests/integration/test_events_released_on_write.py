@@ -1,4 +1,4 @@
-"""Events of a folded message are written released (decision P24, P8, INV-17b).
+"""Events of a folded message are written released (decision P25, P8, INV-17b).
 
 With no post-commit step, transaction 2 commits with transaction 1 (P8): the events are then
 written with ``released_at`` set, instead of being written unreleased and rewritten by the
@@ -35,7 +35,7 @@ def pump_app(request, settings, clock):
     app.dispose()
 
 
-def test_p24_folded_events_are_written_released_split_ones_released_by_transaction_2(pump_app) -> None:
+def test_p25_folded_events_are_written_released_split_ones_released_by_transaction_2(pump_app) -> None:
     """A 600-flight DNLD (600 ``schd`` events by COPY) and a GTDT (2 events by the JSON insert):
     folded, no event row is ever updated and each is released at its message's applied time;
     split, each is released by one UPDATE in transaction 2. Both end SUCCEEDED, all released."""
