@@ -34,8 +34,13 @@ def plain(value: Value) -> object:
     if kind is str:
         return value
     if kind is tuple or kind is list:
-        return [e.copy() if type(e) is MappingProxyType else dict(e) for e in cast(tuple[Entry, ...], value)]
-    return cast(MappingProxyType, value).copy() if kind is MappingProxyType else dict(cast(Entry, value))
+        return [_entry_dict(e) for e in cast(tuple[Entry, ...], value)]
+    return _entry_dict(cast(Entry, value))
+
+
+def _entry_dict(entry: Entry) -> dict:
+    """An entry as a plain dict: a read-only view (what a state holds) by its own ``copy``."""
+    return entry.copy() if type(entry) is MappingProxyType else dict(entry)
 
 
 def _bookkeeping(state: FlightState) -> dict[str, object]:
@@ -72,10 +77,8 @@ def _entry(value: object) -> dict:
     """orjson's fallback for what it does not write itself: an entry view as the dict it shows
     (the read-only view, which a whole state holds by the hundred thousand, tested first and by
     identity: an ``isinstance`` against the abstract ``Mapping`` costs more than the copy)."""
-    if type(value) is MappingProxyType:
-        return value.copy()
-    if isinstance(value, Mapping):
-        return dict(value)
+    if type(value) is MappingProxyType or isinstance(value, Mapping):
+        return _entry_dict(cast(Entry, value))
     raise TypeError(f"{type(value).__name__} is not a JSON value")
 
 
