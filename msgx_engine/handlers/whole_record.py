@@ -27,6 +27,7 @@ from msgx_engine.sis.fields import (
     COLLECTION_BY_KEY,
     OBJECT_BY_KEY,
     SCALARS,
+    SEQUENCE_MAX,
     TEXT_GROUP_BY_KEY,
     CollectionSpec,
     TextGroupSpec,
@@ -51,6 +52,9 @@ _OBJECTS: dict[str, tuple[frozenset[str], frozenset[str], bool, dict[str, tuple[
     for spec in OBJECT_BY_KEY.values()
 }
 _SCALARS = frozenset(SCALARS)
+# "0".."999" as written without leading zeros, the way nearly every sequence attribute comes: a
+# lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries
+_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
 
 
 class _Undecided(Exception):
@@ -99,19 +103,26 @@ def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children:
     """``entry_of``'s entry of one element and whether the element is empty (``is_empty``)."""
     entry: dict[str, str] = {}
     empty = True
+    blank = False          # a part with no value: only then do parts need filtering
     for name, value in el.items():
         if name not in attrs:
             raise _Undecided
         value = value.strip()
         if value:
             empty = False
+        else:
+            blank = True
         entry[name] = value
     for c in el:
         tag = c.tag
         if tag not in children or len(c):
             raise _Undecided
         value = c.text
-        entry[tag] = value.strip() if value else ""
+        if value and (value := value.strip()):
+            entry[tag] = value
+        else:
+            entry[tag] = ""
+            blank = True
         empty = False
     own = el.text
     if own and (own := own.strip()):
@@ -119,7 +130,9 @@ def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children:
             raise _Undecided
         entry["TEXT"] = own
         empty = False
-    return {k: entry[k] for k in sorted(entry) if entry[k] != "" or k == seq}, empty
+    if blank:
+        return {k: entry[k] for k in sorted(entry) if entry[k] != "" or k == seq}, empty
+    return dict(sorted(entry.items())), empty
 
 
 def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str], ...] | None:
@@ -136,7 +149,8 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
     if all_empty:
         return None
     if seq is not None:
-        numbers = {_sequence(e.get(seq, "")) for e in entries}
+        numbers = {n if (n := _SEQUENCES.get(raw := e.get(seq, ""))) is not None else _sequence(raw)
+                   for e in entries}
         if len(numbers) != len(entries) or 0 in numbers:     # a repeat, or 0 beside others: a verdict
             if numbers == {0}:
                 return None
@@ -145,6 +159,7 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
 
 
 def _sequence(raw: str) -> int:
+    """A sequence number not spelled the plain way (``_SEQUENCES``): leading zeros, or invalid."""
     if not is_sequence(raw):
         raise _Undecided
     return int(raw)
