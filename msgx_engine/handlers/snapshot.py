@@ -94,17 +94,17 @@ def outline(msg: SisMessage) -> Outline:
     sodt_days: list[date] = []
     maids: set[str] = set()
     for index, record in enumerate(records, start=1):
-        flid = text_of(record.find("FLID"))
+        flid = _child_text(record, "FLID")
         if not flid:
             raise PackageRejected("malformed", f"FLTR #{index} has no FLID")
         if flid in seen:
             raise PackageRejected("malformed", f"FLID {flid} appears more than once")
         seen.add(flid)
         flids.append(flid)
-        day = sis_date(text_of(record.find("SODT")))
+        day = sis_date(_child_text(record, "SODT"))
         if day is not None:
             sodt_days.append(day)
-        maid = text_of(record.find("MAID"))
+        maid = _child_text(record, "MAID")
         if maid:
             maids.add(maid)
     return Outline(tuple(flids), package_day(sodt_days), frozenset(maids))
@@ -137,7 +137,14 @@ def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
     A plainly valid record takes the one-pass path; anything else the exact one (issue 16)."""
     container = msg.root.find("SCHD")
     assert container is not None
-    return tuple((text_of(r.find("FLID")), _record_fields(r)) for r in container.findall("FLTR"))
+    return tuple((_child_text(r, "FLID"), _record_fields(r)) for r in container.findall("FLTR"))
+
+
+def _child_text(record: etree._Element, tag: str) -> str:
+    """``text_of(record.find(tag))`` for a plain tag: the first such child's stripped text. lxml
+    matches the tag in C here, where ``find`` goes through its path language: 40,000 lookups
+    for a 10,000-flight package (issue 16)."""
+    return text_of(next(record.iterchildren(tag), None))
 
 
 def _record_fields(record: etree._Element) -> Fields:
