@@ -70,7 +70,7 @@ def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
         if value is CLEAR:
             continue
         if kind_of(key) == "list":
-            fields[key] = tuple(freeze_entry(e) for e in cast(Iterable[Mapping[str, str]], value))
+            fields[key] = tuple(freeze_entry(e) for e in cast("Iterable[Mapping[str, str]]", value))
         elif isinstance(value, Mapping):
             fields[key] = freeze_entry(value)
         else:

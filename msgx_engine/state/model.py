@@ -265,7 +265,7 @@ def full_state_commands(fields: Mapping[str, Value]) -> list[Command]:
         if value is None:
             cmds.append(Clear(key))
         elif kind_of(key) == "list":
-            cmds.append(Replace(key, tuple(cast(Iterable[Entry], value))))
+            cmds.append(Replace(key, tuple(cast("Iterable[Entry]", value))))
         else:
             cmds.append(Set(key, cast(str | Entry, value)))
     return cmds

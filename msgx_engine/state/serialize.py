@@ -34,7 +34,7 @@ def plain(value: Value) -> object:
     if kind is str:
         return value
     if kind is tuple or kind is list:
-        return [_entry_dict(e) for e in cast(tuple[Entry, ...], value)]
+        return [_entry_dict(e) for e in cast("tuple[Entry, ...]", value)]
     return _entry_dict(cast(Entry, value))
 
 
@@ -94,7 +94,7 @@ def state_json(state: FlightState) -> str:
     doc.update(state.fields)
     stands = doc.get(PSDT)
     if stands is not None and type(stands) is not str:
-        doc[PSDT] = [dict(e) for e in cast(tuple[Entry, ...], stands)]
+        doc[PSDT] = [dict(e) for e in cast("tuple[Entry, ...]", stands)]
     publish(state, doc)
     return dumps(doc)
 
