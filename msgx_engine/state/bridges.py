@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from types import MappingProxyType
 
 import orjson
 
@@ -47,7 +48,8 @@ def bridge_map(records: Iterable[tuple[str, Mapping[str, object]]]) -> dict[str,
 
 def stands_of(state: FlightState) -> tuple[str, ...]:
     """Every stand the flight names (PSDT PSST values and STND), sorted, each once."""
-    stands = {e[PSST] for e in state.fields.get(PSDT) or () if isinstance(e, Mapping) and e.get(PSST)}
+    stands = {e[PSST] for e in state.fields.get(PSDT) or ()
+              if (type(e) is MappingProxyType or isinstance(e, Mapping)) and e.get(PSST)}
     stnd = state.fields.get(STND)
     if isinstance(stnd, str) and stnd:
         stands.add(stnd)
@@ -65,7 +67,11 @@ def bridges_for(stands: Iterable[str], mapping: BridgeMap | None) -> dict[str, t
 def derive(state: FlightState, mapping: BridgeMap | None) -> FlightState:
     """``state`` with its airbridges derived from ``mapping`` (None: the category was never loaded);
     the same object when they are already those (no copy per flight of a 10,000-flight snapshot)."""
-    bridges = bridges_for(stands_of(state), mapping)
+    return _derived(state, stands_of(state), mapping)
+
+
+def _derived(state: FlightState, stands: tuple[str, ...], mapping: BridgeMap | None) -> FlightState:
+    bridges = bridges_for(stands, mapping)
     return state if bridges == state.bridges else replace(state, bridges=bridges)
 
 
@@ -132,5 +138,6 @@ def from_column(raw: object) -> dict[str, tuple[str, ...]] | None:
 
 
 def with_bridges(states: Iterable[FlightState], mapping: Callable[[], BridgeMap | None]) -> tuple[FlightState, ...]:
-    """Every state derived; ``mapping()`` is called only if one of them names a stand."""
-    return tuple(derive(s, mapping() if stands_of(s) else None) for s in states)
+    """Every state derived; ``mapping()`` is called only if one of them names a stand. Each
+    state's stands are read once (a snapshot derives 10,000 states)."""
+    return tuple(_derived(s, stands, mapping() if stands else None) for s in states for stands in (stands_of(s),))
