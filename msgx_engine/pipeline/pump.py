@@ -150,6 +150,7 @@ class Pump:
     # --- loop ----------------------------------------------------------------------------------
     def run(self) -> PumpSummary:
         summary = PumpSummary()
+        gc_pause.freeze_start_up()
         self.conn = self.lock.acquire()
         self._beat(started=True)
         try:

@@ -1,7 +1,8 @@
 """P20 (issue 16, snapshot speed): the pump processes a large message (a body of 1 MB or more, a
 daily schedule of ~1,000 flights and up) with the cyclic garbage collector paused, and resumes it
 when the message is done, however it ends (SUCCEEDED, DEAD); a small message runs with it as it
-was, and a collector someone else turned off stays off. Real pump, PostgreSQL and MariaDB."""
+was, and a collector someone else turned off stays off. P26: the objects of start-up are frozen out
+of collections by the first pump. Real pump, PostgreSQL and MariaDB."""
 
 from __future__ import annotations
 
@@ -55,3 +56,15 @@ def test_p20_a_collector_turned_off_elsewhere_stays_off():
     assert not gc.isenabled() and gc_pause.paused()
     gc_pause.resume()
     assert gc.isenabled() and not gc_pause.paused()
+
+
+
+def test_p26_first_pump_leaves_start_up_objects_out_of_collections_once(app):
+    """P26: what the process holds when its first pump starts is frozen (``gc.freeze``), so the
+    oldest generation's collections no longer walk the modules and the engine; a later pump (which
+    finds thousands of objects made since) freezes nothing more."""
+    pump(app, gtdt("G1", (1, "A1")))
+    frozen = gc.get_freeze_count()
+    assert frozen > 0
+    pump(app, gtdt("G2", (1, "A2")))
+    assert gc.get_freeze_count() == frozen
