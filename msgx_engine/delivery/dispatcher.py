@@ -122,7 +122,7 @@ def schd_batches(groups: dict[str, list[OutboxEvent]], topic: str, schd_format: 
     chunks: list[list[OutboxEvent]] = [[]]
     size = 0
     for ev in latest:
-        n = len(ev.payload.encode()) + 1
+        n = outbox.utf8_len(ev.payload) + 1
         if chunks[-1] and size + n > max_bytes:
             chunks.append([])
             size = 0

@@ -96,12 +96,26 @@ def is_sequence(raw: str) -> bool:
     return raw.isascii() and raw.isdigit() and len(raw.lstrip("0")) <= 3 and int(raw) <= SEQUENCE_MAX
 
 
+# "0".."999" as written without leading zeros, the way nearly every sequence attribute comes: a
+# lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries (P26)
+_PLAIN_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
+
+
+def sequence_value(raw: str) -> int | None:
+    """A sequence attribute's value as an integer 0..999 (D25), or None when it is not one."""
+    n = _PLAIN_SEQUENCES.get(raw)
+    if n is not None:
+        return n
+    return int(raw) if is_sequence(raw) else None
+
+
 def sequence_number(spec: CollectionSpec | TextGroupSpec, raw: str) -> int:
     """A sequence attribute's value as an integer 0..999 (D25), or Unmapped naming it."""
-    if not is_sequence(raw):
+    n = sequence_value(raw)
+    if n is None:
         shown = raw if len(raw) <= 20 else raw[:20] + "..."
         raise Unmapped(f"{spec.key}@{spec.seq_attr}={shown!r} is not an integer 0..{SEQUENCE_MAX}")
-    return int(raw)
+    return n
 
 
 def object_value(el: etree._Element, spec: ObjectSpec) -> dict[str, str] | None:

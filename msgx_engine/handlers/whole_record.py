@@ -22,12 +22,11 @@ from types import MappingProxyType
 from lxml import etree
 
 from msgx_engine.handlers.codeshare import DERIVED
-from msgx_engine.handlers.extract import is_sequence
+from msgx_engine.handlers.extract import sequence_value
 from msgx_engine.sis.fields import (
     COLLECTION_BY_KEY,
     OBJECT_BY_KEY,
     SCALARS,
-    SEQUENCE_MAX,
     TEXT_GROUP_BY_KEY,
     CollectionSpec,
     TextGroupSpec,
@@ -52,9 +51,6 @@ _OBJECTS: dict[str, tuple[frozenset[str], frozenset[str], bool, dict[str, tuple[
     for spec in OBJECT_BY_KEY.values()
 }
 _SCALARS = frozenset(SCALARS)
-# "0".."999" as written without leading zeros, the way nearly every sequence attribute comes: a
-# lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries
-_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
 
 
 class _Undecided(Exception):
@@ -149,8 +145,7 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
     if all_empty:
         return None
     if seq is not None:
-        numbers = {n if (n := _SEQUENCES.get(raw := e.get(seq, ""))) is not None else _sequence(raw)
-                   for e in entries}
+        numbers = {_sequence(e.get(seq, "")) for e in entries}
         if len(numbers) != len(entries) or 0 in numbers:     # a repeat, or 0 beside others: a verdict
             if numbers == {0}:
                 return None
@@ -159,10 +154,10 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
 
 
 def _sequence(raw: str) -> int:
-    """A sequence number not spelled the plain way (``_SEQUENCES``): leading zeros, or invalid."""
-    if not is_sequence(raw):
+    n = sequence_value(raw)
+    if n is None:
         raise _Undecided
-    return int(raw)
+    return n
 
 
 def _object(tag: str, elements: list[etree._Element]) -> Mapping[str, str] | None:

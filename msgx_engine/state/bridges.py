@@ -140,4 +140,8 @@ def from_column(raw: object) -> dict[str, tuple[str, ...]] | None:
 def with_bridges(states: Iterable[FlightState], mapping: Callable[[], BridgeMap | None]) -> tuple[FlightState, ...]:
     """Every state derived; ``mapping()`` is called only if one of them names a stand. Each
     state's stands are read once (a snapshot derives 10,000 states)."""
-    return tuple(_derived(s, stands, mapping() if stands else None) for s in states for stands in (stands_of(s),))
+    derived = []
+    for state in states:
+        stands = stands_of(state)
+        derived.append(_derived(state, stands, mapping() if stands else None))
+    return tuple(derived)

@@ -82,12 +82,12 @@ RECORD_OVERHEAD_BYTES = 512
 
 def record_bytes(row: OutboxRow) -> int:
     """The size of the Kafka record ``row`` becomes, uncompressed (what the producer's limit counts)."""
-    return _utf8_len(row.payload) + _utf8_len(row.flid) + RECORD_OVERHEAD_BYTES
+    return utf8_len(row.payload) + utf8_len(row.flid) + RECORD_OVERHEAD_BYTES
 
 
-def _utf8_len(text: str) -> int:
+def utf8_len(text: str) -> int:
     """The UTF-8 length of ``text``, without encoding it when it is ASCII (a flag CPython keeps):
-    a snapshot sizes 10,000 documents of about 1.5 kB."""
+    a snapshot sizes 10,000 documents of about 1.5 kB, and the dispatcher each array it packs."""
     return len(text) if text.isascii() else len(text.encode())
 
 

@@ -58,7 +58,6 @@ def test_p20_a_collector_turned_off_elsewhere_stays_off():
     assert gc.isenabled() and not gc_pause.paused()
 
 
-
 def test_p26_first_pump_leaves_start_up_objects_out_of_collections_once(app):
     """P26: what the process holds when its first pump starts is frozen (``gc.freeze``), so the
     oldest generation's collections no longer walk the modules and the engine; a later pump (which
