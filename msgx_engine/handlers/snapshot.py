@@ -24,10 +24,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from types import MappingProxyType
+from typing import cast
 
 from lxml import etree
 
-from msgx_engine.handlers import codeshare
+from msgx_engine.handlers import codeshare, package_split
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
 from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
@@ -132,12 +133,41 @@ def snapshot_fields(values: Mapping[str, object]) -> Fields:
     return MappingProxyType({k: fields[k] for k in sorted(fields) if k not in codeshare.DERIVED})
 
 
-def package_flights(msg: SisMessage) -> tuple[tuple[str, Fields], ...]:
+def package_flights(msg: SisMessage, flids: Sequence[str] | None = None) -> tuple[tuple[str, Fields], ...]:
     """(FLID, full state fields) for every FLTR in input order; raises Unmapped on unknown content.
-    A plainly valid record takes the one-pass path; anything else the exact one (issue 16)."""
+    A plainly valid record takes the one-pass path; anything else the exact one (issue 16).
+    ``flids``: the outline's, read from the same records in the same order (not read again).
+
+    When a helper took the body (``msg.prepared``), it extracts the later records on the second
+    core (``package_split``, P27): the pump extracts the earlier ones, then takes the helper's
+    part, or extracts it too when the helper has none to give."""
     container = msg.root.find("SCHD")
     assert container is not None
-    return tuple((_child_text(r, "FLID"), _record_fields(r)) for r in container.findall("FLTR"))
+    records = container.findall("FLTR")
+    if flids is None:
+        flids = [_child_text(r, "FLID") for r in records]
+    start = package_split.later_start(len(records)) if msg.prepared is not None else len(records)
+    flights = [(flid, _record_fields(r)) for flid, r in zip(flids[:start], records[:start], strict=True)]
+    if start == len(records):
+        return tuple(flights)
+    assert msg.prepared is not None
+    later = package_split.taken(msg.prepared.flights(), start, flids)
+    if later is None:
+        later = tuple((flid, _record_fields(r)) for flid, r in zip(flids[start:], records[start:], strict=True))
+    return (*flights, *later)
+
+
+def helper_part(root: etree._Element) -> tuple[int, list[tuple[str, dict[str, object]]]] | None:
+    """What the helper process extracts of a body (``pipeline.offload``): a daily schedule's later
+    records (``package_split.later_part``), or None when the body is no package the pump would
+    extract (it then extracts whatever it needs itself)."""
+    container = root.find("SCHD") if root.tag == "MSG" else None
+    if container is None:
+        return None
+    records = container.findall("FLTR")
+    if len(records) > MAX_FLIGHTS or package_split.later_start(len(records)) == len(records):
+        return None
+    return package_split.later_part(records, lambda r: _child_text(r, "FLID"), _plain_fields)
 
 
 def _child_text(record: etree._Element, tag: str) -> str:
@@ -150,6 +180,12 @@ def _child_text(record: etree._Element, tag: str) -> str:
 def _record_fields(record: etree._Element) -> Fields:
     fields = whole_record_fields(record)
     return fields if fields is not None else snapshot_fields(block_values(record))
+
+
+def _plain_fields(record: etree._Element) -> dict[str, object]:
+    """``_record_fields`` as plain data (``package_split.thaw``), built plain where it can be."""
+    fields = whole_record_fields(record, frozen=False)
+    return cast("dict[str, object]", fields) if fields is not None else package_split.thaw(_record_fields(record))
 
 
 @dataclass(frozen=True)
@@ -249,7 +285,7 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
         if skip:
             return Decision.skip("no_request", skip)
     try:
-        flights = package_flights(msg)
+        flights = package_flights(msg, pkg.flids)
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
     assert ctx.ledger is not None

@@ -57,16 +57,18 @@ class _Undecided(Exception):
     """Something in the record needs the exact path's verdict."""
 
 
-def whole_record_fields(record: etree._Element) -> Fields | None:
+def whole_record_fields(record: etree._Element, *, frozen: bool = True) -> Fields | None:
     """``snapshot_fields(block_values(record))`` for a plainly valid record, or None: then the
-    caller must take the exact path (which may refuse the record as ``Unmapped``)."""
+    caller must take the exact path (which may refuse the record as ``Unmapped``). ``frozen=False``
+    gives the same fields as plain dicts, which ``marshal`` can carry to another process
+    (``package_split``, P27), where ``package_split.freeze`` makes them the frozen fields."""
     try:
-        return _fields(record)
+        return _fields(record, frozen)
     except _Undecided:
         return None
 
 
-def _fields(record: etree._Element) -> Fields:
+def _fields(record: etree._Element, frozen: bool) -> Fields:
     fields: dict[str, Value] = {}
     scalars: set[str] = set()
     grouped: dict[str, list[etree._Element]] = {}
@@ -88,10 +90,11 @@ def _fields(record: etree._Element) -> Fields:
         elif tag != _SKIPPED:            # an unknown element, a comment or a processing instruction
             raise _Undecided
     for tag, elements in grouped.items():
-        value = _group(tag, elements) if tag in _GROUPS else _object(tag, elements)
+        value = _group(tag, elements, frozen) if tag in _GROUPS else _object(tag, elements, frozen)
         if value is not None:
             fields[tag] = value
-    return MappingProxyType({k: fields[k] for k in sorted(fields) if k not in DERIVED})
+    ordered = {k: fields[k] for k in sorted(fields) if k not in DERIVED}
+    return MappingProxyType(ordered) if frozen else ordered
 
 
 def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children: frozenset[str],
@@ -131,7 +134,7 @@ def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children:
     return dict(sorted(entry.items())), empty
 
 
-def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str], ...] | None:
+def _group(tag: str, elements: list[etree._Element], frozen: bool) -> tuple[Mapping[str, str], ...] | None:
     """``collection_entries`` then frozen entries; None: the group is cleared."""
     seq, attrs, children, text, cap = _GROUPS[tag]
     if len(elements) > cap:
@@ -150,7 +153,7 @@ def _group(tag: str, elements: list[etree._Element]) -> tuple[Mapping[str, str],
             if numbers == {0}:
                 return None
             raise _Undecided
-    return tuple(MappingProxyType(e) for e in entries)
+    return tuple(map(MappingProxyType, entries)) if frozen else tuple(entries)
 
 
 def _sequence(raw: str) -> int:
@@ -160,7 +163,7 @@ def _sequence(raw: str) -> int:
     return n
 
 
-def _object(tag: str, elements: list[etree._Element]) -> Mapping[str, str] | None:
+def _object(tag: str, elements: list[etree._Element], frozen: bool) -> Mapping[str, str] | None:
     """``object_value`` then a frozen entry; None: the object is cleared."""
     if len(elements) > 1:
         raise _Undecided
@@ -172,4 +175,4 @@ def _object(tag: str, elements: list[etree._Element]) -> Mapping[str, str] | Non
         v = value.get(attr)
         if v and v not in allowed:
             raise _Undecided
-    return MappingProxyType(value)
+    return MappingProxyType(value) if frozen else value

@@ -43,7 +43,7 @@ from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.pipeline import gc_pause, hash_helper, routing
+from msgx_engine.pipeline import gc_pause, offload, routing
 from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupAborted, GroupCommit
 from msgx_engine.pipeline.lookahead import Lookahead
@@ -321,7 +321,7 @@ class Processor:
         gc_pause.pause_for(len(body))
         try:
             msg = (self.lookahead and self.lookahead.take_decoded(head.msg_id)) or decode(
-                body, max_bytes=self.max_body_bytes, hasher=hash_helper.submit)
+                body, max_bytes=self.max_body_bytes, hasher=offload.submit)
         except SisRefused as exc:
             rule = self._ignored_by(exc.meta) if exc.meta is not None else None
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
@@ -804,7 +804,7 @@ class Processor:
         if body is None:
             return None
         try:
-            return decode(body, max_bytes=self.max_body_bytes, hasher=hash_helper.submit)
+            return decode(body, max_bytes=self.max_body_bytes, hasher=offload.submit)
         except Exception:
             return None
 

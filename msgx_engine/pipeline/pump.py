@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
-from msgx_engine.pipeline import gc_pause
+from msgx_engine.pipeline import gc_pause, offload
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.behind import WriteBehind
 from msgx_engine.pipeline.group import GroupCommit
@@ -151,6 +151,7 @@ class Pump:
     def run(self) -> PumpSummary:
         summary = PumpSummary()
         gc_pause.freeze_start_up()
+        offload.warm_up()
         self.conn = self.lock.acquire()
         self._beat(started=True)
         try:

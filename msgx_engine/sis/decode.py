@@ -35,6 +35,7 @@ MAX_DEPTH = 16
 _DOCTYPE_RE = re.compile(rb"<!\s*(DOCTYPE|ENTITY)", re.IGNORECASE)
 # XInclude 1.0 and the 2001 draft namespace libxml2 also honours.
 XINCLUDE_NAMESPACES = ("http://www.w3.org/2001/XInclude", "http://www.w3.org/2003/XInclude")
+_XINCLUDE_TAGS = tuple(f"{{{ns}}}*" for ns in XINCLUDE_NAMESPACES)
 
 
 class SisRefused(ValueError):
@@ -65,13 +66,17 @@ class Meta:
         return f"{self.type}-{self.styp}"
 
 
-class PendingHash(Protocol):
-    """A canonical hash being computed elsewhere (``pipeline.hash_helper``); None: compute it here."""
+class Offloaded(Protocol):
+    """A body's work done in another process (``pipeline.offload``): its canonical hash
+    (``result``) and, for a daily schedule, its later records' fields (``flights``, read by
+    ``handlers.package_split``). None from either: do that work here."""
 
     def result(self) -> str | None: ...
 
+    def flights(self) -> object: ...
 
-Hasher = Callable[[bytes], PendingHash | None]
+
+Hasher = Callable[[bytes], Offloaded | None]
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,9 @@ class SisMessage:
     kind: str                 # FLOP | SCHD | SCHS | REF | RQFD | RQRD | EROR | OTHER
     root: etree._Element      # the MSG element; handlers read, never modify
     # the canonical content hash (identity duplicate check), or the helper computing it (decode's hasher)
-    hashed: str | PendingHash = field(repr=False)
+    hashed: str | Offloaded = field(repr=False)
+    # the helper that took the body, for the rest of its work (a package's later records, P27)
+    prepared: Offloaded | None = field(default=None, repr=False, compare=False)
 
     @property
     def payload_hash(self) -> str:
@@ -144,11 +151,8 @@ def _escaped(ch: str) -> bool:
 
 
 def _xinclude(root: etree._Element) -> etree._Element | None:
-    for ns in XINCLUDE_NAMESPACES:
-        found = next(root.iter(f"{{{ns}}}*"), None)
-        if found is not None:
-            return found
-    return None
+    """The first element in either XInclude namespace, found in one walk of the tree."""
+    return next(root.iter(*_XINCLUDE_TAGS), None)
 
 
 def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int = MAX_DEPTH) -> etree._Element:
@@ -157,6 +161,12 @@ def parse_xml(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: 
 
 
 def _parse_utf8(data: bytes, max_bytes: int, max_depth: int) -> etree._Element:
+    _check_bytes(data, max_bytes)
+    return _parse_checked(data, max_depth)
+
+
+def _check_bytes(data: bytes, max_bytes: int) -> None:
+    """The refusals that need no parse: size, emptiness, NUL bytes, DTD declarations."""
     if len(data) > max_bytes:
         raise SisRefused("oversize", f"{len(data)} bytes exceeds the limit of {max_bytes}")
     if not data.strip():
@@ -165,6 +175,11 @@ def _parse_utf8(data: bytes, max_bytes: int, max_depth: int) -> etree._Element:
         raise SisRefused("malformed", "NUL byte in message")
     if _DOCTYPE_RE.search(data):
         raise SisRefused("forbidden", "DOCTYPE/ENTITY declarations are not accepted")
+
+
+def _parse_checked(data: bytes, max_depth: int) -> etree._Element:
+    """The tree of bytes ``_check_bytes`` let through, refused when not well-formed, too deep, or
+    asking for an XInclude."""
     try:
         root = etree.fromstring(data, _parser())
     except etree.XMLSyntaxError as exc:
@@ -250,9 +265,14 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
     """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden.
 
     ``hasher`` may take the body's bytes to compute the canonical hash elsewhere (the pump's
-    ``pipeline.hash_helper.submit`` for large bodies); when it returns None it is computed here."""
+    ``pipeline.offload.submit`` for large bodies); when it returns None it is computed here. It
+    takes them as soon as their bytes pass the checks that need no parse, so that the other
+    process parses them while this one does (P27); a body refused later leaves it work nobody
+    reads (``offload`` drops it)."""
     data = _utf8(text)
-    root = _parse_utf8(data, max_bytes, MAX_DEPTH)
+    _check_bytes(data, max_bytes)
+    pending = hasher(data) if hasher is not None else None
+    root = _parse_checked(data, MAX_DEPTH)
     if root.tag != "MSG":
         raise SisRefused("malformed", f"root element is <{root.tag}>, expected <MSG>")
     values = meta_values(root)
@@ -275,5 +295,4 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
         _check_structure(kind, meta, root)
     except SisRefused as exc:
         raise SisRefused(exc.reason, exc.detail, meta) from None
-    pending = hasher(data) if hasher is not None else None
-    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or _canonical_hash(root))
+    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or _canonical_hash(root), prepared=pending)

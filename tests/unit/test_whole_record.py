@@ -10,6 +10,7 @@ Hypothesis assembles from valid and invalid pieces.
 
 from __future__ import annotations
 
+import marshal
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 from lxml import etree
 from snapshot_builders import big_package, fltr
 
+from msgx_engine.handlers import package_split
 from msgx_engine.handlers.extract import Unmapped, block_values
 from msgx_engine.handlers.snapshot import snapshot_fields
 from msgx_engine.handlers.whole_record import whole_record_fields
@@ -39,6 +41,9 @@ def check(record: etree._Element) -> bool:
         return False
     assert list(fast.items()) == exact(record), etree.tostring(record)
     assert all(type(v) is type(w) for v, w in zip(fast.values(), dict(exact(record)).values(), strict=True))
+    plain = whole_record_fields(record, frozen=False)    # what the helper process sends (P27)
+    assert plain is not None and marshal.loads(marshal.dumps(plain)) == plain
+    assert list(package_split.freeze(dict(plain)).items()) == list(fast.items())
     return True
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from snapshot_builders import big_package
 
-from msgx_engine.pipeline import hash_helper as offload
+from msgx_engine.pipeline import offload
 from msgx_engine.sis.decode import SisMessage, _canonical_hash
 from msgx_engine.sis.decode import decode as plain_decode
 
@@ -105,10 +105,10 @@ def test_the_worker_exits_when_the_pump_is_killed(tmp_path) -> None:
         "import sys\n"
         f"sys.path.insert(0, {tests!r})\n"
         "from snapshot_builders import big_package\n"
-        "from msgx_engine.pipeline import hash_helper\n"
+        "from msgx_engine.pipeline import offload\n"
         "from msgx_engine.sis.decode import decode\n"
-        "assert decode(big_package(1200), hasher=hash_helper.submit).payload_hash\n"
-        "print(hash_helper._worker.pid, flush=True)\n"
+        "assert decode(big_package(1200), hasher=offload.submit).payload_hash\n"
+        "print(offload._worker.pid, flush=True)\n"
         "sys.stdin.read()\n")
     pump = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert pump.stdout is not None
@@ -124,3 +124,13 @@ def test_the_worker_exits_when_the_pump_is_killed(tmp_path) -> None:
     finally:
         if not _gone(worker):
             os.kill(worker, signal.SIGKILL)
+
+
+def test_warm_up_starts_the_worker_the_next_large_body_uses() -> None:
+    """A pump starts the worker when it starts (P27), so the first large body does not wait for it."""
+    offload.warm_up()
+    assert offload._worker is not None and offload._worker.poll() is None
+    pid = offload._worker.pid
+    msg = decode(big())
+    assert isinstance(msg.hashed, offload.Pending) and offload._worker.pid == pid
+    assert msg.payload_hash == _canonical_hash(msg.root)

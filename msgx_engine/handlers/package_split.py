@@ -1,0 +1,88 @@
+"""A large package's records extracted on two cores (issue 16, decision P27).
+
+Turning a 10,000-flight package's FLTR records into whole states is the largest single cost of a
+snapshot, and it is the same pure function of each record. The helper process that already
+parses every large body for its canonical hash (``pipeline.offload``) extracts the later records,
+``records[later_start(n):]``, while the pump decodes, reads the day's state and extracts the
+earlier ones; the pump then takes the helper's part instead of extracting it again.
+
+What crosses the pipe is plain data (``thaw``: the frozen views become dicts, which ``marshal``
+writes) and it is frozen again on arrival (``freeze``). The helper runs the very function the
+pump runs, on a tree its own hardened parser built from the same bytes, so the fields are the
+ones the pump would have built. The pump still checks what it takes: the part must start where it
+expects, hold every later record, and name the same FLIDs in the same order as the pump's own
+outline; anything else, and any record the helper could not extract (its part then carries
+nothing), is extracted by the pump, which gives the verdict and its wording exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
+
+from lxml import etree
+
+from msgx_engine.state.model import Value
+
+Fields = Mapping[str, Value]
+Flights = tuple[tuple[str, Fields], ...]
+
+# The share of a package's records the helper extracts, taken from the end. The pump reaches its
+# own extraction only after decoding, checking and reading the day's state (about 40% of the
+# time to extract the whole package), while the helper starts as the body arrives but must also
+# write its part out: near 0.6 both are done at about the same moment (docs/snapshots.md).
+HELPER_SHARE = 0.6
+MIN_RECORDS = 200         # a smaller package costs less to extract than to hand over
+
+
+def later_start(n: int) -> int:
+    """The index of the first record the helper extracts from a package of ``n`` (``n``: none)."""
+    if n < MIN_RECORDS:
+        return n
+    return n - round(n * HELPER_SHARE)
+
+
+def thaw(fields: Fields) -> dict[str, object]:
+    """Whole-state fields as plain data ``marshal`` writes: dicts for the frozen views."""
+    plain: dict[str, object] = {}
+    for key, value in fields.items():
+        if isinstance(value, str):
+            plain[key] = value
+        elif isinstance(value, tuple):
+            plain[key] = tuple(dict(entry) for entry in value)
+        else:
+            plain[key] = dict(value)
+    return plain
+
+
+def freeze(plain: dict[str, object]) -> Fields:
+    """``thaw``'s output frozen again in place: the same keys, in the same (sorted) order."""
+    for key, value in plain.items():
+        kind = type(value)
+        if kind is tuple:
+            plain[key] = tuple(map(MappingProxyType, value))       # type: ignore[call-overload]
+        elif kind is dict:
+            plain[key] = MappingProxyType(value)                   # type: ignore[arg-type]
+    return MappingProxyType(plain)     # type: ignore[arg-type]
+
+
+def later_part(records: Sequence[etree._Element], flid_of: Callable[[etree._Element], str],
+               plain_fields_of: Callable[[etree._Element], dict[str, object]],
+               ) -> tuple[int, list[tuple[str, dict[str, object]]]]:
+    """The helper's side: the index of its first record and the (FLID, plain fields) of every
+    record from there. Raises what ``plain_fields_of`` raises (the helper then answers nothing)."""
+    start = later_start(len(records))
+    return start, [(flid_of(record), plain_fields_of(record)) for record in records[start:]]
+
+
+def taken(part: object, start: int, flids: Sequence[str]) -> Flights | None:
+    """The pump's side: the helper's ``part`` frozen, when it is the part the pump expects (the
+    records from ``start``, with ``flids[start:]`` in order); None: extract them here."""
+    if not isinstance(part, tuple) or len(part) != 2 or part[0] != start:
+        return None
+    flights = part[1]
+    if not isinstance(flights, list) or len(flights) != len(flids) - start:
+        return None
+    if any(flid != expected for (flid, _), expected in zip(flights, flids[start:], strict=True)):
+        return None
+    return tuple((flid, freeze(plain)) for flid, plain in flights)
