@@ -185,7 +185,9 @@ def _record_fields(record: etree._Element) -> Fields:
 def _plain_fields(record: etree._Element) -> dict[str, object]:
     """``_record_fields`` as plain data (``package_split.thaw``), built plain where it can be."""
     fields = whole_record_fields(record, frozen=False)
-    return cast("dict[str, object]", fields) if fields is not None else package_split.thaw(_record_fields(record))
+    if fields is None:
+        return package_split.thaw(snapshot_fields(block_values(record)))
+    return cast("dict[str, object]", fields)
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,20 @@ def test_the_worker_extracts_the_later_records_and_they_equal_the_pumps_own() ->
     assert msg.payload_hash == _canonical_hash(msg.root), "the hash still comes after the records"
 
 
+def test_records_the_one_pass_path_declines_are_extracted_exactly_by_the_worker_too() -> None:
+    """A namespaced attribute sends a record to the exact path, which accepts it: in the worker's
+    share as in the pump's, and the worker's part is still taken."""
+    odd = '<FRET xmlns:x="urn:x" x:q="1" REID="A"/>'
+    body = dnld(*(fltr(f"F{i:06d}", sodt(9), gates=2, desks=3, routes=2, stands=2,
+                       extra=odd if i % 100 == 7 else "") for i in range(N)))
+    msg = helped(body)
+    part = msg.prepared.flights()
+    assert part is not None and package_split.taken(part, part[0], outline(msg).flids) is not None
+    got = package_flights(msg, outline(msg).flids)
+    assert got == alone(body) and shape(got) == {"mappingproxy", "str", "tuple"}
+    assert dict(got)[f"F{N - 93:06d}"]["FRET"] == {"REID": "A"}
+
+
 def test_a_record_the_worker_cannot_extract_gets_the_pumps_verdict() -> None:
     """A bad record in the worker's share: it sends no records, and the pump refuses the package
     with the very words it uses alone (the first bad record decides, as always)."""
