@@ -9,18 +9,17 @@ earlier ones; the pump then takes the helper's part instead of extracting it aga
 What crosses the pipe is plain data (``thaw``: the frozen views become dicts, which ``marshal``
 writes) and it is frozen again on arrival (``freeze``). The helper runs the very function the
 pump runs, on a tree its own hardened parser built from the same bytes, so the fields are the
-ones the pump would have built. The pump still checks what it takes: the part must start where it
-expects, hold every later record, and name the same FLIDs in the same order as the pump's own
-outline; anything else, and any record the helper could not extract (its part then carries
-nothing), is extracted by the pump, which gives the verdict and its wording exactly as before.
+ones the pump would have built (``handlers.snapshot.helper_part`` is the helper's side). The
+pump still checks what it takes (``taken``): the part must start where it expects, hold every
+later record, and name the same FLIDs in the same order as the pump's own outline; anything
+else, and any record the helper could not extract (its part then carries nothing), is extracted
+by the pump, which gives the verdict and its wording exactly as before.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
-
-from lxml import etree
 
 from msgx_engine.state.model import Value
 
@@ -64,15 +63,6 @@ def freeze(plain: dict[str, object]) -> Fields:
         elif kind is dict:
             plain[key] = MappingProxyType(value)                   # type: ignore[arg-type]
     return MappingProxyType(plain)     # type: ignore[arg-type]
-
-
-def later_part(records: Sequence[etree._Element], flid_of: Callable[[etree._Element], str],
-               plain_fields_of: Callable[[etree._Element], dict[str, object]],
-               ) -> tuple[int, list[tuple[str, dict[str, object]]]]:
-    """The helper's side: the index of its first record and the (FLID, plain fields) of every
-    record from there. Raises what ``plain_fields_of`` raises (the helper then answers nothing)."""
-    start = later_start(len(records))
-    return start, [(flid_of(record), plain_fields_of(record)) for record in records[start:]]
 
 
 def taken(part: object, start: int, flids: Sequence[str]) -> Flights | None:

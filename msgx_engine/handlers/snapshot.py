@@ -158,16 +158,18 @@ def package_flights(msg: SisMessage, flids: Sequence[str] | None = None) -> tupl
 
 
 def helper_part(root: etree._Element) -> tuple[int, list[tuple[str, dict[str, object]]]] | None:
-    """What the helper process extracts of a body (``pipeline.offload``): a daily schedule's later
-    records (``package_split.later_part``), or None when the body is no package the pump would
-    extract (it then extracts whatever it needs itself)."""
+    """What the helper process extracts of a body (``pipeline.offload``): the index of the first of a
+    daily schedule's later records (``package_split.later_start``) and the (FLID, plain fields) of
+    each from there; None when the body is no package the pump would share (it then extracts
+    whatever it needs itself). Raises what the extraction raises (the helper then sends nothing)."""
     container = root.find("SCHD") if root.tag == "MSG" else None
     if container is None:
         return None
     records = container.findall("FLTR")
-    if len(records) > MAX_FLIGHTS or package_split.later_start(len(records)) == len(records):
+    start = package_split.later_start(len(records))
+    if len(records) > MAX_FLIGHTS or start == len(records):
         return None
-    return package_split.later_part(records, lambda r: _child_text(r, "FLID"), _plain_fields)
+    return start, [(_child_text(r, "FLID"), _plain_fields(r)) for r in records[start:]]
 
 
 def _child_text(record: etree._Element, tag: str) -> str:

@@ -63,10 +63,9 @@ class Pending:
     ``handlers.package_split.taken`` reads it), ``result`` its hash; None from either: the pump
     does that work itself."""
 
-    def __init__(self, worker: subprocess.Popen[bytes], number: int, sender: threading.Thread) -> None:
+    def __init__(self, worker: subprocess.Popen[bytes], number: int) -> None:
         self.worker = worker
         self.number = number
-        self.sender = sender          # writes the body into the worker's pipe
         self._frames: dict[bytes, bytes | None] = {}     # "F"/"H" -> payload (None: nothing to use)
 
     def flights(self) -> object:
@@ -114,7 +113,7 @@ def submit(data: bytes) -> Pending | None:
                                   daemon=True)
         sender.start()
         _last_sender = sender
-        return Pending(worker, number, sender)
+        return Pending(worker, number)
 
 
 def _send(worker: subprocess.Popen[bytes], number: int, data: bytes, before: threading.Thread | None) -> None:
@@ -149,8 +148,9 @@ def _start() -> subprocess.Popen[bytes] | None:
 
 def _read_until(pending: Pending, kind: bytes, wait_s: float) -> None:
     """Read answer frames (the lock is held) until ``pending`` has its ``kind`` answer: frames of
-    older bodies are dropped, and reading stops at a newer body's frame (``pending``'s answers were
-    dropped before). On any failure the worker is stopped and ``pending`` gets None."""
+    older bodies are dropped. A body whose frames were read past (an answer of a newer body was
+    read) or whose worker was stopped gets None at once. On any failure, a newer body's frame
+    before this one's included, the worker is stopped and ``pending`` gets None."""
     global _seen
     if pending.worker is not _worker or pending.number < _seen:   # a stopped worker's answers, or
         pending._settle_all()                                       # ones read past, are gone
