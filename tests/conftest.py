@@ -178,6 +178,17 @@ def app(settings: Settings, clock: ManualClock) -> Iterator[App]:
 
 
 @pytest.fixture
+def fresh_offload_worker() -> Iterator[None]:
+    """No offload helper before the test and none left after it (``pipeline/offload.py``): the test
+    starts its own and sees what its bodies make of it."""
+    from msgx_engine.pipeline import offload
+
+    offload.shutdown()
+    yield
+    offload.shutdown()
+
+
+@pytest.fixture
 def env_for(settings: Settings):
     """Environment for a subprocess (`msgx`, `dagster`) pointed at this test's databases."""
 

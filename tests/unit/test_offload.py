@@ -12,12 +12,7 @@ from msgx_engine.pipeline import offload
 from msgx_engine.sis.decode import SisMessage, _canonical_hash
 from msgx_engine.sis.decode import decode as plain_decode
 
-
-@pytest.fixture(autouse=True)
-def fresh_worker():
-    offload.shutdown()
-    yield
-    offload.shutdown()
+pytestmark = pytest.mark.usefixtures("fresh_offload_worker")
 
 
 def decode(body: str) -> SisMessage:

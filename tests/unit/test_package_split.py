@@ -22,11 +22,7 @@ from msgx_engine.sis.decode import decode as plain_decode
 N = 1200      # about 1.2 MB: over the hand-over size, so the worker takes it
 
 
-@pytest.fixture(autouse=True)
-def fresh_worker():
-    offload.shutdown()
-    yield
-    offload.shutdown()
+pytestmark = pytest.mark.usefixtures("fresh_offload_worker")
 
 
 def helped(body: str) -> SisMessage:
