@@ -17,8 +17,9 @@ the floor measured in the same run.
   (updates + diff soft-deletes + tombstones), timed the same way.
 
 Prints seconds, rates (flights/s), floor and ratio (issue 16 target <= 2x the floor's time), the
-CPU seconds of this process in each run (msgx's and the floors' own cost, which the disk's flush
-times do not blur) and ``RESULT`` lines for ``bench/run.py``. Usage:
+CPU seconds of each process in each run (this one: the pump or a floor's client; the offload
+helper; PostgreSQL), which the disk's flush times do not blur, with how busy the cores were, and
+``RESULT`` lines for ``bench/run.py``. Usage:
 ``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--repeat N] [--profile]``
 """
 
@@ -50,6 +51,7 @@ from msgx_engine.app import App  # noqa: E402
 from msgx_engine.config import Settings  # noqa: E402
 from msgx_engine.handlers.extract import block_values, text_of  # noqa: E402
 from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
+from msgx_engine.pipeline import offload  # noqa: E402
 from msgx_engine.pipeline.intake import Intake  # noqa: E402
 from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
 from msgx_engine.sis.decode import _parser  # noqa: E402
@@ -61,20 +63,60 @@ TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
 
 
 class Timing(NamedTuple):
-    """A run's wall seconds and this process's CPU seconds (all its threads). The CPU figure is
-    the Python side's own cost: it leaves out the server's work and the disk's flushes, whose
-    times vary from run to run on a shared machine far more than the code's cost does."""
+    """A run's wall seconds and CPU seconds: this process's (all its threads: the pump, or a
+    floor's client), the offload helper's (``pipeline/offload.py``) and PostgreSQL's (every
+    server process, read from ``/proc``). The CPU figures are each side's own cost, which the
+    disk's flushes do not blur; side by side they show which one a run waits for (issue 16)."""
 
     wall: float
     cpu: float
+    helper: float
+    server: float
 
 
-def started() -> tuple[float, float]:
-    return time.perf_counter(), time.process_time()
+Start = tuple[float, float, float, float]
 
 
-def since(start: tuple[float, float]) -> Timing:
-    return Timing(time.perf_counter() - start[0], time.process_time() - start[1])
+def started() -> Start:
+    return time.perf_counter(), time.process_time(), helper_cpu(), server_cpu()
+
+
+def since(start: Start) -> Timing:
+    return Timing(time.perf_counter() - start[0], time.process_time() - start[1],
+                  max(helper_cpu() - start[2], 0.0), server_cpu() - start[3])
+
+
+def _cpu_of(stat: str) -> float:
+    """User + system CPU seconds from a ``/proc/<pid>/stat`` line (fields 14 and 15)."""
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def helper_cpu() -> float:
+    """The offload helper's CPU seconds so far (0 when it is not running)."""
+    worker = offload._worker
+    if worker is None or worker.poll() is not None:
+        return 0.0
+    try:
+        return _cpu_of(Path(f"/proc/{worker.pid}/stat").read_text())
+    except OSError:
+        return 0.0
+
+
+def server_cpu() -> float:
+    """CPU seconds of every PostgreSQL process on this machine (the server, its backends and its
+    writers): the benchmark's databases are the only ones in use while it runs."""
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:                 # ended meanwhile
+            continue
+        if stat[stat.index("(") + 1:].startswith("postgres"):
+            total += _cpu_of(stat)
+    return total
 
 
 def copy_upsert(cur: psycopg.Cursor, table: str, cols: list[str], rows: Iterable[Sequence[object]], key: str) -> None:
@@ -293,7 +335,7 @@ def one_round(first: str, second: str, profile: bool) -> Round:
 
 
 def median_timing(timings: Sequence[Timing]) -> Timing:
-    return Timing(statistics.median(t.wall for t in timings), statistics.median(t.cpu for t in timings))
+    return Timing(*(statistics.median(values) for values in zip(*timings, strict=True)))
 
 
 def main() -> int:
@@ -304,6 +346,7 @@ def main() -> int:
                     help="rounds, each on fresh databases; the figures are the medians (a shared machine's "
                          "disk and CPU vary by more than a code change moves them)")
     args = ap.parse_args()
+    offload.warm_up()          # its start-up imports (once per pump process) fall before the first run
     n = args.flights
     first = big_package(n)
     churn = n // 20
@@ -337,6 +380,12 @@ def main() -> int:
     print(f"CPU seconds of this process (the server and the disk left out): floor {floor_t.cpu:.2f}, same-output "
           f"floor {output_t.cpu:.2f}, snapshot {first_t.cpu:.2f} ({first_t.cpu / floor_t.cpu:.2f}x), "
           f"re-snapshot {second_t.cpu:.2f} ({second_t.cpu / floor_t.cpu:.2f}x)")
+    cores = os.cpu_count() or 1
+    for name, t in (("floor", floor_t), ("snapshot", first_t), ("re-snapshot", second_t)):
+        total = t.cpu + t.helper + t.server
+        print(f"CPU seconds per process, {name}: this process {t.cpu:.2f}, helper {t.helper:.2f}, PostgreSQL "
+              f"{t.server:.2f}; all {total:.2f} on {cores} cores ({total / (cores * t.wall):.0%} busy over "
+              f"{t.wall:.2f} s)")
     return 0
 
 
