@@ -8,7 +8,7 @@ while the pump parses, checks, reads the day's state and extracts the package:
 
 1. a daily schedule's later records as whole-state fields (``handlers.snapshot.helper_part``,
    P27), which the pump takes instead of extracting them itself (``Pending.flights``);
-2. the canonical hash (``decode._canonical_hash``, P17), which nothing needs until transaction 1
+2. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
    binds the identity at its end (``Pending.result``).
 
 Each answer is the value the pump would compute itself: the same function on the same tree.
@@ -241,7 +241,8 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
     from lxml import etree
 
     from msgx_engine.handlers.snapshot import helper_part
-    from msgx_engine.sis.decode import _canonical_hash, _parser
+    from msgx_engine.sis.content_hash import content_hash
+    from msgx_engine.sis.decode import _parser
 
     while True:
         head = inp.read(16)
@@ -265,7 +266,7 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
             kind, payload = _NO_FLIGHTS, repr(exc).encode()
         answer(kind, number, payload)
         try:
-            kind, payload = _HASH, _canonical_hash(root).encode("ascii")
+            kind, payload = _HASH, content_hash(root).encode("ascii")
         except Exception as exc:
             kind, payload = _NO_HASH, repr(exc).encode()
         answer(kind, number, payload)

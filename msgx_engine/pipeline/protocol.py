@@ -52,6 +52,7 @@ from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.writer import LockLost, writer_pid
 from msgx_engine.redact import safe_text
+from msgx_engine.sis.content_hash import same_content
 from msgx_engine.sis.decode import MAX_BODY_BYTES, Meta, SisMessage, SisRefused, decode
 from msgx_engine.state.bridges import STAND_KEYS, BridgeMap, derive, needs_derivation, stands_of
 from msgx_engine.state.model import FlightState
@@ -489,8 +490,9 @@ class Processor:
     @staticmethod
     def _identity_clash(head: QueueHead, msg: SisMessage, other: identity.Binding) -> Terminal:
         """Same SNDR|TYPE|STYP|SEQN already bound to another row (INV-9): same content is a
-        duplicate, other content a conflict; neither has any business effect."""
-        if other.payload_hash == msg.payload_hash:
+        duplicate, other content a conflict; neither has any business effect. A binding stored
+        before P28 holds the first kind of content hash: the newer body is hashed that way too."""
+        if same_content(other.payload_hash, msg.payload_hash, msg.root):
             return Terminal(Status.SKIPPED, "duplicate", msg=msg, bind=False, dup_of=other.msg_id)
         log.error("ALERT identity conflict: %s of mailbox id %s already bound to id %s with other content",
                   msg.meta.identity, head.msg_id, other.msg_id)

@@ -19,15 +19,15 @@ leaves the decoder, so nothing oversized reaches an identity binding or an index
 
 from __future__ import annotations
 
-import hashlib
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from lxml import etree
 
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
+from msgx_engine.sis.content_hash import body_hash, content_hash
 from msgx_engine.sis.envelope import META_FIELDS, flid_problem, meta_problem, meta_values
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -96,7 +96,7 @@ class SisMessage:
         hashed = self.hashed
         if isinstance(hashed, str):
             return hashed
-        value = hashed.result() or _canonical_hash(self.root)
+        value = hashed.result() or content_hash(self.root)
         object.__setattr__(self, "hashed", value)
         return value
 
@@ -197,45 +197,6 @@ def _text(el: etree._Element | None) -> str:
     return (el.text or "").strip() if el is not None else ""
 
 
-def _canonical_hash(root: etree._Element) -> str:
-    """Hash of the content without formatting whitespace and without META/DTTM (a resend with a
-    new timestamp is still the same message): per element ``<TAG[sorted (attr, value)]>text``, its
-    children, ``</TAG>``; comments, processing instructions and tails are not content. Stored
-    hashes are compared across versions, so these bytes never change (pinned in
-    tests/unit/test_canonical_hash.py, which also holds this walk equal to the plain one).
-
-    A 10 MB package has 520,000 elements (issue 16): the inner ``walk`` recurses only into
-    elements that have children (the depth is capped by ``parse_xml``), reads each element's
-    attributes and text once, builds each tag's opening (without attributes) and closing strings
-    once, and the digest is updated once."""
-    parts: list[str] = []
-    add = parts.append
-    opening: dict[str, str] = {}
-    closing: dict[str, str] = {}
-    skip_dttm = root.tag == "MSG"
-
-    def walk(elements: Iterable[etree._Element], level: int, parent: str) -> None:
-        for el in elements:
-            tag = el.tag
-            if type(tag) is not str:          # a comment, a processing instruction or an entity
-                continue
-            if level == 2 and tag == "DTTM" and parent == "META" and skip_dttm:
-                continue
-            items = el.items()
-            text = el.text
-            if items:
-                head = f"<{tag}{sorted((k, v.strip()) for k, v in items if not k.startswith('{'))}>"
-            else:
-                head = opening.get(tag) or opening.setdefault(tag, f"<{tag}[]>")
-            add(head + text.strip() if text else head)
-            if len(el):
-                walk(el, level + 1, tag)
-            add(closing.get(tag) or closing.setdefault(tag, f"</{tag}>"))
-
-    walk((root,), 0, "")
-    return hashlib.sha256("".join(parts).encode()).hexdigest()
-
-
 def _kind(mtype: str) -> str:
     if mtype in ("FLOP", "SCHD", "SCHS", "RQFD", "RQRD", "EROR"):
         return mtype
@@ -295,4 +256,5 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
         _check_structure(kind, meta, root)
     except SisRefused as exc:
         raise SisRefused(exc.reason, exc.detail, meta) from None
-    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or _canonical_hash(root), prepared=pending)
+    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or body_hash(root, len(data)),
+                      prepared=pending)

@@ -10,7 +10,8 @@ import pytest
 from snapshot_builders import dnld, fltr, pump, query, sodt, status
 
 from msgx_engine.pipeline import offload
-from msgx_engine.sis.decode import _canonical_hash, parse_xml
+from msgx_engine.sis.content_hash import content_hash
+from msgx_engine.sis.decode import parse_xml
 
 SEQN = 420_001
 
@@ -34,7 +35,7 @@ def test_large_packages_keep_the_identity_rules_with_the_worker_hash(app, monkey
     (m1,) = pump(app, first)
     assert status(app, m1) == ("SUCCEEDED", None)
     assert offload._worker is not None, "the package was handed to the worker"
-    assert stored_hash(app, m1) == _canonical_hash(parse_xml(first))
+    assert stored_hash(app, m1) == content_hash(parse_xml(first))
     assert query(app, "SELECT count(*) FROM flight_schd")[0][0] == 1200
 
     (m2,) = pump(app, resend)                               # hashed by the worker

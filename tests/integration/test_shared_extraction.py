@@ -14,7 +14,8 @@ from snapshot_builders import dnld, fltr, pump, query, sodt, status
 from msgx_engine.handlers import package_split
 from msgx_engine.handlers.snapshot import package_flights
 from msgx_engine.pipeline import offload
-from msgx_engine.sis.decode import _canonical_hash, decode, parse_xml
+from msgx_engine.sis.content_hash import content_hash
+from msgx_engine.sis.decode import decode, parse_xml
 from msgx_engine.store.flights import FlightRepository
 
 N = 1200
@@ -82,7 +83,7 @@ def test_a_stuck_helper_costs_a_bounded_wait_and_the_pump_does_its_work(app, tak
     stored, expected = stored_fields(app, body)
     assert len(stored) == N and stored == expected
     (stored_hash,) = query(app, "SELECT payload_hash FROM proc_state WHERE msg_id = :m", m=msg_id)[0]
-    assert stored_hash == _canonical_hash(parse_xml(body)), "hashed in place"
+    assert stored_hash == content_hash(parse_xml(body)), "hashed in place"
     again = package("U", 430_003)                   # the next large body gets a new helper
     (next_id,) = pump(app, again)
     assert status(app, next_id) == ("SUCCEEDED", None)

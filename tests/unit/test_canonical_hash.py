@@ -1,8 +1,9 @@
-"""The canonical payload hash (sis/decode.py) is stored and compared across versions: these
-values were computed by the implementation before issue 16 made the walk cheaper, over the edge
-cases of its rule (META/DTTM only as MSG/META/DTTM, namespaced attributes left out, sorted and
-stripped attributes, text before the first child only, comments, PIs, tails, CDATA, Unicode
-whitespace). tests/unit/test_sis_corpus.py pins the corpus's hashes the same way."""
+"""The first kind of content hash (sis/content_hash.py, P17) is stored and compared across
+versions (bindings made before P28 hold it): these values were computed by the implementation
+before issue 16 made the walk cheaper, over the edge cases of its rule (META/DTTM only as
+MSG/META/DTTM, namespaced attributes left out, sorted and stripped attributes, text before the
+first child only, comments, PIs, tails, CDATA, Unicode whitespace). tests/unit/test_sis_corpus.py
+pins the corpus's hashes the same way; tests/unit/test_content_hash.py holds the second kind."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from msgx_engine.sis import decode
+from msgx_engine.sis.content_hash import first_kind_hash
 
 PINNED = [
     ('<MSG><META><DTTM>x</DTTM><SNDR>A</SNDR></META><B/></MSG>',
@@ -37,7 +39,7 @@ PINNED = [
 @pytest.mark.parametrize(("xml", "expected"), PINNED)
 def test_canonical_hash_is_unchanged(xml: str, expected: str) -> None:
     root = etree.fromstring(xml.encode(), decode._parser())
-    assert decode._canonical_hash(root) == expected
+    assert first_kind_hash(root) == expected
 
 
 # --- the walk against the rule, spelled out plainly ------------------------------------------------
@@ -77,7 +79,7 @@ def test_every_repository_document_hashes_as_the_plain_walk() -> None:
             root = decode.parse_xml(path.read_bytes())
         except decode.SisRefused:
             continue
-        assert decode._canonical_hash(root) == plain_hash(root), path
+        assert first_kind_hash(root) == plain_hash(root), path
         checked += 1
     assert checked > 300
 
@@ -94,4 +96,4 @@ def test_generated_documents_hash_as_the_plain_walk(trees: list[str], root_tag: 
     """META/DTTM nested at any level, mixed content, comments, PIs, namespaced and plain
     attributes, CDATA, Unicode whitespace: the same hash."""
     root = etree.fromstring(f"<{root_tag}>{''.join(trees)}</{root_tag}>".encode(), decode._parser())
-    assert decode._canonical_hash(root) == plain_hash(root)
+    assert first_kind_hash(root) == plain_hash(root)

@@ -9,7 +9,8 @@ import pytest
 from snapshot_builders import big_package
 
 from msgx_engine.pipeline import offload
-from msgx_engine.sis.decode import SisMessage, _canonical_hash
+from msgx_engine.sis.content_hash import content_hash, first_kind_hash
+from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.decode import decode as plain_decode
 
 pytestmark = pytest.mark.usefixtures("fresh_offload_worker")
@@ -29,13 +30,14 @@ def big(n: int = 1200) -> str:
 def test_a_large_body_is_hashed_by_the_worker_with_the_same_value() -> None:
     msg = decode(big())
     assert isinstance(msg.hashed, offload.Pending), "a large body is handed to the worker"
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)
     assert msg.hashed == msg.payload_hash, "the answer is kept"
 
 
 def test_a_small_body_is_hashed_in_place() -> None:
+    """... with the first kind of content hash, which costs less than the second below 1 MB (P28)."""
     msg = decode(big_package(3))
-    assert isinstance(msg.hashed, str) and msg.payload_hash == _canonical_hash(msg.root)
+    assert isinstance(msg.hashed, str) and msg.payload_hash == first_kind_hash(msg.root)
 
 
 def test_an_answer_nobody_read_does_not_block_the_next_body() -> None:
@@ -43,8 +45,8 @@ def test_an_answer_nobody_read_does_not_block_the_next_body() -> None:
     next body reads it first and still gets its own."""
     first, second = decode(big(1200)), decode(big(1300))
     assert isinstance(second.hashed, offload.Pending)
-    assert second.payload_hash == _canonical_hash(second.root)
-    assert first.payload_hash == _canonical_hash(first.root)
+    assert second.payload_hash == content_hash(second.root)
+    assert first.payload_hash == content_hash(first.root)
     assert first.payload_hash != second.payload_hash
 
 
@@ -53,22 +55,22 @@ def test_a_killed_worker_means_the_hash_is_computed_in_place_and_a_new_worker_st
     assert offload._worker is not None
     offload._worker.kill()
     offload._worker.wait()
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)
     again = decode(big(1300))
     assert isinstance(again.hashed, offload.Pending), "the next large body starts a new worker"
-    assert again.payload_hash == _canonical_hash(again.root)
+    assert again.payload_hash == content_hash(again.root)
 
 
 def test_no_interpreter_to_start_means_the_hash_is_computed_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(offload.sys, "executable", "/nonexistent/python")
     msg = decode(big())
-    assert isinstance(msg.hashed, str) and msg.payload_hash == _canonical_hash(msg.root)
+    assert isinstance(msg.hashed, str) and msg.payload_hash == content_hash(msg.root)
 
 
 def test_a_worker_shut_down_while_a_body_is_in_flight() -> None:
     msg = decode(big())
     offload.shutdown()
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)
 
 
 def test_the_decoder_alone_hashes_in_place() -> None:
@@ -128,4 +130,4 @@ def test_warm_up_starts_the_worker_the_next_large_body_uses() -> None:
     pid = offload._worker.pid
     msg = decode(big())
     assert isinstance(msg.hashed, offload.Pending) and offload._worker.pid == pid
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)

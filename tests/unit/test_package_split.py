@@ -16,7 +16,8 @@ from msgx_engine.handlers import package_split
 from msgx_engine.handlers.extract import Unmapped
 from msgx_engine.handlers.snapshot import helper_part, outline, package_flights
 from msgx_engine.pipeline import offload
-from msgx_engine.sis.decode import SisMessage, SisRefused, _canonical_hash
+from msgx_engine.sis.content_hash import content_hash
+from msgx_engine.sis.decode import SisMessage, SisRefused
 from msgx_engine.sis.decode import decode as plain_decode
 
 N = 1200      # about 1.2 MB: over the hand-over size, so the worker takes it
@@ -64,7 +65,7 @@ def test_the_worker_extracts_the_later_records_and_they_equal_the_pumps_own() ->
     assert got == alone(body)
     assert [f for f, _ in got] == [f"F{i:06d}" for i in range(N)], "input order kept"
     assert shape(got) == {"mappingproxy", "str", "tuple"}
-    assert msg.payload_hash == _canonical_hash(msg.root), "the hash still comes after the records"
+    assert msg.payload_hash == content_hash(msg.root), "the hash still comes after the records"
 
 
 def test_records_the_one_pass_path_declines_are_extracted_exactly_by_the_worker_too() -> None:
@@ -110,7 +111,7 @@ def test_a_killed_worker_leaves_the_extraction_and_the_hash_to_the_pump() -> Non
     offload._worker.kill()
     offload._worker.wait()
     assert package_flights(msg) == alone(body)
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)
 
 
 def test_a_part_that_is_not_the_expected_one_is_not_taken() -> None:
@@ -136,10 +137,10 @@ def test_answers_nobody_read_are_skipped_and_that_body_does_its_own_work() -> No
     first_body, second_body = big_package(N), big_package(N + 100, prefix="G")
     first, second = helped(first_body), helped(second_body)
     assert package_flights(second) == alone(second_body)
-    assert second.payload_hash == _canonical_hash(second.root)
+    assert second.payload_hash == content_hash(second.root)
     assert first.prepared.flights() is None, "its answers were read past"
     assert package_flights(first) == alone(first_body)
-    assert first.payload_hash == _canonical_hash(first.root)
+    assert first.payload_hash == content_hash(first.root)
 
 
 def test_a_body_refused_after_the_hand_over_does_not_disturb_the_next() -> None:
@@ -152,7 +153,7 @@ def test_a_body_refused_after_the_hand_over_does_not_disturb_the_next() -> None:
     msg = helped(body)
     assert msg.prepared.flights() is not None
     assert package_flights(msg) == alone(body)
-    assert msg.payload_hash == _canonical_hash(msg.root)
+    assert msg.payload_hash == content_hash(msg.root)
 
 
 def test_small_packages_and_other_bodies_are_not_shared() -> None:

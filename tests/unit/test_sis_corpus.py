@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from msgx_engine.sis.content_hash import content_hash, same_content
 from msgx_engine.sis.decode import SisRefused, decode, parse_xml
 
 
@@ -98,14 +99,22 @@ def test_depth_limit_is_exact():
     assert info.value.reason == "malformed" and "deeper than 16" in info.value.detail
 
 
-@pytest.mark.parametrize("sample, digest", [
-    ("SCHD/01_DNLD.xml", "5bec1496812884ac8d22839ea5b171424f18914f954b093c5f0c163a69fba2b5"),
-    ("SCHS/01_DNLD.xml", "fc24d51356a59dbb787d6f8be0555c0d77e38f025e2701770a9ef80939464a7d"),
-    ("SCHS/02_RESP.xml", "3cf380b6e76d956b8720696deea606bf678bf11ca879b1855ac50cd3dc6b1dc0"),
+@pytest.mark.parametrize("sample, first, second", [
+    ("SCHD/01_DNLD.xml", "5bec1496812884ac8d22839ea5b171424f18914f954b093c5f0c163a69fba2b5",
+     "c2:41c4eb0cb37f1730f5d5c9c7a70d6aa22e575bb556ac019acbf2ec446528e9b3"),
+    ("SCHS/01_DNLD.xml", "fc24d51356a59dbb787d6f8be0555c0d77e38f025e2701770a9ef80939464a7d",
+     "c2:b3832f4ac47148d29089b46e3aa8a912446a8967737c72963c825e5d70ed0d4b"),
+    ("SCHS/02_RESP.xml", "3cf380b6e76d956b8720696deea606bf678bf11ca879b1855ac50cd3dc6b1dc0",
+     "c2:5526c35929cedef05f4e70ebda5f2026db2e703360b1bb1c6bdc00dc5d298a44"),
 ])
-def test_inv9_payload_hash_is_stable_across_versions(sample, digest):
+def test_inv9_payload_hash_is_stable_across_versions(sample, first, second):
     """INV-9, US-03 AC3: stored payload hashes are compared with new ones (duplicate vs identity
-    conflict), so the canonical hash of a sample stays the value the first implementation gave
-    (issue 16 rewrote its walk for speed; these digests were computed before the rewrite)."""
+    conflict), so both kinds stay the values they were first given: the first kind (bindings made
+    before P28; issue 16 rewrote its walk for speed, these digests were computed before the
+    rewrite), which ordinary bodies are still bound with, and the second, which bodies of 1 MB or
+    more are bound with since P28."""
     body = (Path(__file__).resolve().parent.parent / "data" / "sis-samples" / sample).read_bytes()
-    assert decode(body).payload_hash == digest
+    msg = decode(body)
+    assert msg.payload_hash == first, "a body under 1 MB is bound with the first kind"
+    assert content_hash(msg.root) == second
+    assert same_content(first, msg.payload_hash, msg.root) and same_content(second, msg.payload_hash, msg.root)
