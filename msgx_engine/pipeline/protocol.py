@@ -490,8 +490,9 @@ class Processor:
     @staticmethod
     def _identity_clash(head: QueueHead, msg: SisMessage, other: identity.Binding) -> Terminal:
         """Same SNDR|TYPE|STYP|SEQN already bound to another row (INV-9): same content is a
-        duplicate, other content a conflict; neither has any business effect. A binding stored
-        before P28 holds the first kind of content hash: the newer body is hashed that way too."""
+        duplicate, other content a conflict; neither has any business effect. The stored hash and
+        the newer one may be of either kind (P28: by body size, and bindings from before P28 hold
+        the first kind); ``same_content`` hashes the newer body in the stored one's kind."""
         if same_content(other.payload_hash, msg.payload_hash, msg.root):
             return Terminal(Status.SKIPPED, "duplicate", msg=msg, bind=False, dup_of=other.msg_id)
         log.error("ALERT identity conflict: %s of mailbox id %s already bound to id %s with other content",

@@ -99,9 +99,10 @@ def _fast(root: etree._Element) -> bytes | None:
     rule around their other children, each serialized on its own. Spelling the root here also
     leaves out what real bodies carry on it (``xmlns:xsi`` and ``xsi:noNamespaceSchemaLocation``:
     a declaration and a namespaced attribute, neither of them content), which lxml repeats on
-    every child it serializes alone (``_inherited`` removes it there)."""
+    every child it serializes alone (``_serialized`` cuts it there)."""
     skipped = _skipped(root)
-    inherited = _inherited(root)
+    prefixes = _root_prefixes(root)
+    inherited = b"".join(b' xmlns:%s="%s"' % (prefix, uri) for prefix, uri in prefixes)
     pieces: list[bytes] = []
     for child in _elements(root):
         if child.tag == "META" and any(d in skipped for d in child):
@@ -116,20 +117,16 @@ def _fast(root: etree._Element) -> bytes | None:
             pieces.append(piece)
     spelled = _framed(root, b"".join(pieces))
     # a prefixed name below the root: its declaration was the root's, so nothing above shows it
-    if any(b"<%s:" % p in spelled or b" %s:" % p in spelled for p in _prefixes(root)):
+    if any(b"<%s:" % p in spelled or b" %s:" % p in spelled for p, _ in prefixes):
         return None
     return _checked(spelled)
 
 
-def _prefixes(root: etree._Element) -> list[bytes]:
-    return [prefix.encode() for prefix in root.nsmap if prefix is not None]
-
-
-def _inherited(root: etree._Element) -> bytes:
-    """The namespace declarations lxml writes on an element serialized without its parent (the
-    root's, with prefixes: a default namespace makes every tag namespaced, which only _walk spells)."""
-    return b"".join(b' xmlns:%s="%s"' % (prefix.encode(), _attr(uri).encode())
-                    for prefix, uri in root.nsmap.items() if prefix is not None)
+def _root_prefixes(root: etree._Element) -> list[tuple[bytes, bytes]]:
+    """The root's prefixed namespace declarations as (prefix, escaped URI): lxml writes them again
+    on an element serialized without its parent (``_serialized`` cuts them there). A default
+    namespace makes every tag namespaced, which only _walk spells."""
+    return [(prefix.encode(), _attr(uri).encode()) for prefix, uri in root.nsmap.items() if prefix is not None]
 
 
 def _framed(el: etree._Element, inner: bytes) -> bytes:
@@ -144,6 +141,8 @@ def _framed(el: etree._Element, inner: bytes) -> bytes:
 def _serialized(el: etree._Element, inherited: bytes) -> bytes | None:
     """``el`` as lxml writes it alone, without the root's declarations it repeats (None: they were
     not where expected, so this tree is for _walk)."""
+    if el.tag[0] == "{":
+        return None                     # a namespaced tag: only _walk spells it
     written = etree.tostring(el, encoding="UTF-8", xml_declaration=False, with_tail=False)
     if not inherited:
         return written
