@@ -8,7 +8,7 @@ with no registered writer is a programming error and fails the message (HANDLER_
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,10 +28,10 @@ from msgx_engine.store.requests import complete_request, fail_request
 from msgx_engine.store.seasons import write_season
 
 P = TypeVar("P", bound=Plan)
-PlanWriter = Callable[[Connection, Any, int, datetime], list[OutboxRow]]
+PlanWriter = Callable[[Connection, Any, int, datetime], Sequence[OutboxRow]]
 
 
-def _entry(kind: type[P], writer: Callable[[Connection, P, int, datetime], list[OutboxRow]]
+def _entry(kind: type[P], writer: Callable[[Connection, P, int, datetime], Sequence[OutboxRow]]
            ) -> tuple[type[Plan], PlanWriter]:
     """One registry entry; the type checker sees that ``writer`` takes plans of ``kind``."""
     return kind, writer
@@ -47,12 +47,16 @@ WRITERS: dict[type[Plan], PlanWriter] = dict([
 ])
 
 
-def write_plans(conn: Connection, plans: Iterable[Plan], msg_id: int, now: datetime) -> list[OutboxRow]:
-    """Write every plan in order in the caller's transaction; the outbox rows they produced."""
-    rows: list[OutboxRow] = []
+def write_plans(conn: Connection, plans: Iterable[Plan], msg_id: int, now: datetime) -> Sequence[OutboxRow]:
+    """Write every plan in order in the caller's transaction; the outbox rows they produced. One
+    plan's rows are returned as its writer gave them: a snapshot's are built as they are written
+    (``outbox.StateEvents``), so they are not gathered into a list here."""
+    produced: list[Sequence[OutboxRow]] = []
     for plan in plans:
         writer = WRITERS.get(type(plan))
         if writer is None:
             raise TypeError(f"no store writer is registered for {type(plan).__name__}")
-        rows += writer(conn, plan, msg_id, now)
-    return rows
+        produced.append(writer(conn, plan, msg_id, now))
+    if len(produced) == 1:
+        return produced[0]
+    return [row for rows in produced for row in rows]

@@ -379,8 +379,10 @@ class Processor:
                 events = []
         # plan writers read their own results (ledger CAS): not pipelined
         planned = write_plans(conn, decision.plans, msg_id, now)
-        outbox.check_record_sizes(planned, self.max_record_bytes)   # raised: the rollback undoes the plans
-        outbox.insert(conn, events + planned, released_at=released_at)
+        # each row checked as it is written (a snapshot's are built then): RecordTooLarge aborts
+        # the statement, and the rollback undoes the plans
+        outbox.insert(conn, [*events, *planned] if events else planned, released_at=released_at,
+                      limit=self.max_record_bytes)
         # a plan writes flights of its own: the post-commit step then reads every flight the
         # message's events name instead of only the changed ones; a silent write (F6) has no event
         # and nothing for the projection

@@ -336,8 +336,9 @@ class FlightRepository:
             states = list({st.flid: st for st in states}.values())
         if now is None:
             now = self.conn.execute(select(func.now())).scalar_one()
-        rows = [main_values(s, now) for s in states]
-        if len(rows) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_first(states)):
+        # built as COPY sends them: the server stores each row while the next is built (P29)
+        rows = (main_values(s, now) for s in states)
+        if len(states) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_first(states)):
             self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param([dict(zip(_MAIN_COLUMNS, r, strict=True))
                                                                     for r in rows]))
         if previous is not None:     # a flight whose collections did not move keeps its detail rows
@@ -361,7 +362,7 @@ class FlightRepository:
         for table_name, table_rows in inserts.items():
             self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], bulk.rows_param(table_rows))
 
-    def _copy_main_rows(self, rows: list[list[object]], *, first: bool) -> bool:
+    def _copy_main_rows(self, rows: Iterable[list[object]], *, first: bool) -> bool:
         """The main rows by COPY (False: COPY cannot run here). ``first``: every row is its
         flight's first (no stored row, P21), so COPY writes them into ``flight_schd`` itself, where
         an upsert would copy them into a temporary table and insert them from there (P24). Were a

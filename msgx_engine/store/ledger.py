@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from datetime import date, datetime
 from types import MappingProxyType
 from typing import Any
@@ -67,8 +68,9 @@ def read_heads(conn: Connection, flids: list[str]) -> dict[str, Head]:
 
 
 # --- the write ----------------------------------------------------------------------------------
-def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datetime) -> list[OutboxRow]:
-    """Transaction-1 write of an accepted snapshot; returns its ``schd`` outbox rows."""
+def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datetime) -> Sequence[OutboxRow]:
+    """Transaction-1 write of an accepted snapshot; returns its ``schd`` outbox rows, built as the
+    caller writes them (``outbox.StateEvents``)."""
     version = advance_version(conn, plan.ledger, msg_id, now)
     written = with_bridges(plan.written, BridgeReader(conn, msg_id))
     # version 1 everywhere: no flight it writes was stored before, so there is nothing to compare
@@ -87,7 +89,7 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
     # a flight a newer message deleted stays deleted (F6): written, hidden, announced to nobody
-    return [outbox.state_event(msg_id, s) for s in written if not s.deleted] + tombstones
+    return outbox.StateEvents(msg_id, [s for s in written if not s.deleted], tombstones)
 
 
 def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime) -> int:

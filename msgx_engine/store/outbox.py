@@ -21,9 +21,10 @@ backs off, stays visible with its error and turns DEAD after ``max_attempts`` wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from typing import overload
 
 from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, union_all, update
 
@@ -59,18 +60,25 @@ _RELEASED_COLUMNS = (*_ROW_COLUMNS, "released_at")
 _INSERT_SQL = {False: bulk.insert_sql("msg_event", _ROW_COLUMNS), True: bulk.insert_sql("msg_event", _RELEASED_COLUMNS)}
 
 
-def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime | None = None) -> None:
+def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime | None = None,
+           limit: int | None = None) -> None:
     """Write ``rows`` in one statement (store/bulk.py; a snapshot's thousands by COPY), event ids
     in row order: unreleased, or released at ``released_at`` when transaction 2 commits with
     transaction 1 (P8), whose terminal status write would otherwise rewrite every row it just
-    wrote to release it (10,000 for a snapshot, decision P25)."""
+    wrote to release it (10,000 for a snapshot, decision P25).
+
+    ``limit``: each row is checked against the Kafka record limit as it is written
+    (``check_record_sizes``), and RecordTooLarge aborts the statement; the caller's rollback then
+    undoes the transaction. Rows a snapshot builds while they are written (``StateEvents``) are
+    checked this way, so that each is built once (P29)."""
     if not rows:
         return
     released = released_at is not None
     columns = _RELEASED_COLUMNS if released else _ROW_COLUMNS
     tail = (released_at,) if released else ()
-    values = [(r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload, *tail) for r in rows]
-    if len(values) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values):
+    values = ((r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload, *tail)
+              for r in (rows if limit is None else _checked(rows, limit)))
+    if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values):
         conn.exec_driver_sql(_INSERT_SQL[released], bulk.rows_param([dict(zip(columns, v, strict=True))
                                                                      for v in values]))
 
@@ -97,11 +105,18 @@ class RecordTooLarge(Exception):
 
 def check_record_sizes(rows: Iterable[OutboxRow], limit: int) -> None:
     """Raise RecordTooLarge for the first row whose record would exceed ``limit`` bytes (pure)."""
+    for _ in _checked(rows, limit):
+        pass
+
+
+def _checked(rows: Iterable[OutboxRow], limit: int) -> Iterator[OutboxRow]:
+    """``rows``, each passed on once it is known to fit the limit."""
     for row in rows:
         size = record_bytes(row)
         if size > limit:
             raise RecordTooLarge(f"flight {row.flid}: {row.topic} record of {size} bytes exceeds the Kafka record "
                                  f"limit of {limit} bytes (MSGX_KAFKA_MAX_RECORD_BYTES)")
+        yield row
 
 
 def state_event(msg_id: int, state: FlightState) -> OutboxRow:
@@ -109,6 +124,43 @@ def state_event(msg_id: int, state: FlightState) -> OutboxRow:
     if state.deleted:
         return tombstone_event(msg_id, state.flid, state.state_version)
     return OutboxRow(msg_id, state.flid, TOPIC_SCHD, "state", state.state_version, state_json(state))
+
+
+class StateEvents(Sequence[OutboxRow]):
+    """The ``schd`` rows of a snapshot's written states (``state_event`` of each, then the
+    tombstones), each built when it is read. ``insert`` writes them by COPY as it reads them: the
+    server stores each row while the next document is serialized, where a list built first left
+    the pump waiting for the server at the end of the COPY (issue 16, P29: 10,000 documents)."""
+
+    def __init__(self, msg_id: int, states: Sequence[FlightState], tail: Sequence[OutboxRow] = ()) -> None:
+        self._msg_id = msg_id
+        self._states = states
+        self._tail = tail
+
+    def __len__(self) -> int:
+        return len(self._states) + len(self._tail)
+
+    @overload
+    def __getitem__(self, index: int) -> OutboxRow: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[OutboxRow]: ...
+
+    def __getitem__(self, index: int | slice) -> OutboxRow | Sequence[OutboxRow]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        n = len(self._states)
+        return state_event(self._msg_id, self._states[index]) if index < n else self._tail[index - n]
+
+    def __iter__(self) -> Iterator[OutboxRow]:
+        msg_id = self._msg_id
+        for state in self._states:
+            yield state_event(msg_id, state)
+        yield from self._tail
 
 
 def tombstone_event(msg_id: int, flid: str, state_version: int) -> OutboxRow:

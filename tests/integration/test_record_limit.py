@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from snapshot_builders import dnld, fltr, sodt
 
 from msgx_engine.app import App
 from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
+from msgx_engine.store import bulk
 from tests.builders import gtdt
 from tests.pipeline_support import drain_now, events, flight_count, gates, is_marked, proc
 
@@ -66,17 +68,23 @@ def test_update_over_the_record_limit_leaves_the_flight_as_it_was(settings, cloc
         app.dispose()
 
 
-def test_snapshot_with_a_flight_over_the_record_limit_is_dead_and_writes_nothing(settings, clock):
+@pytest.mark.parametrize("flights", [2, bulk.COPY_MIN_ROWS + 100], ids=["statement", "copy"])
+def test_snapshot_with_a_flight_over_the_record_limit_is_dead_and_writes_nothing(settings, clock, flights):
     """Item 8(b) on the plan path (snapshot writers): one flight of the package over the limit rolls
-    the whole package back, DEAD(oversize); a valid package after it applies."""
+    the whole package back, DEAD(oversize); a valid package after it applies. With ``copy``, the
+    events go by COPY and are checked as they are built and written (P29): the last one aborts the
+    COPY after the others were sent, and the rollback still leaves nothing."""
     app = small_limit_app(settings, clock)
     try:
-        big = app.mailbox.put(dnld(fltr("S1", sodt(9)), fltr("S2", sodt(9), gates=20)))
-        good = app.mailbox.put(dnld(fltr("S1", sodt(9)), fltr("S2", sodt(9))))
+        others = [fltr(f"S{i:04d}", sodt(9)) for i in range(1, flights)]
+        big = app.mailbox.put(dnld(*others, fltr("S9999", sodt(9), gates=20)))
+        good = app.mailbox.put(dnld(*others, fltr("S9999", sodt(9))))
         drain_now(app)
         assert_dead_oversize(app, big)
+        assert "flight S9999" in proc(app, big).error_detail
         assert proc(app, good).status == "SUCCEEDED"
-        assert flight_count(app) == 2
+        assert flight_count(app) == flights
+        assert len(events(app, good)) == flights
     finally:
         app.dispose()
 
