@@ -29,8 +29,10 @@ Flights = tuple[tuple[str, Fields], ...]
 # The share of a package's records the helper extracts, taken from the end. The pump reaches its
 # own extraction only after decoding, checking and reading the day's state (about 40% of the
 # time to extract the whole package), while the helper starts as the body arrives but must also
-# write its part out: near 0.6 both are done at about the same moment (docs/snapshots.md).
-HELPER_SHARE = 0.6
+# write its part out. At 0.6 (P27) the pump then waited 0.27-0.30 s for the helper's answer on a
+# 10,000-flight package; at 0.5 it waits 0.04-0.07 s and its decision is done 0.12 s sooner
+# (docs/benchmarks.md, session 28), so both are done at about the same moment.
+HELPER_SHARE = 0.5
 MIN_RECORDS = 200         # a smaller package costs less to extract than to hand over
 
 
