@@ -27,8 +27,6 @@ sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve
 
 import bench_pump as bp  # noqa: E402
 
-from msgx_engine.app import App  # noqa: E402
-from msgx_engine.config import Settings  # noqa: E402
 from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
 from msgx_engine.mailbox.tables import cminmsgs  # noqa: E402
 from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
@@ -47,16 +45,11 @@ def fill(mb_url: str, bodies: list[str], processed: bool) -> None:
 
 def one_run(history: int, n: int, tag: str) -> float:
     """Seconds to drain n messages behind ``history`` processed rows (start-up excluded)."""
-    names = [f"{tag}_p"]
-    try:
-        pg = bp.pg_db(names[0])
-        mb = bp.mysql_db(tag)
+    with bp.fresh_databases(tag, "p") as ((pg,), mb):
         if history:
             old = [x for _, _, x in bp.workload(min(history, 1000), 100)]
             fill(mb, [old[i % len(old)] for i in range(history)], processed=True)
-        app = App.from_settings(Settings(db_url=pg, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
-                                         home=Path("/tmp") / tag))
-        app.check_ready()
+        app = bp.bench_app(pg, mb, tag)
         app.pump(PumpOptions()).run()                      # adopt the history, start-up work done
         fill(mb, [x for _, _, x in bp.workload(n, 50)], processed=False)
         t0 = time.perf_counter()
@@ -66,8 +59,6 @@ def one_run(history: int, n: int, tag: str) -> float:
         assert done == n and summary.marked == n, f"processed {done}, marked {summary.marked} of {n}"
         app.dispose()
         return elapsed
-    finally:
-        bp.drop(names, tag)
 
 
 def main() -> int:

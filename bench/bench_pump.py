@@ -25,6 +25,8 @@ import pstats
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -74,6 +76,26 @@ def drop(names: list[str], mailbox: str = TAG) -> None:
         conn.cursor().execute(f"DROP DATABASE IF EXISTS `{mailbox}`")
 
 
+@contextmanager
+def fresh_databases(tag: str, *suffixes: str) -> Iterator[tuple[list[str], str]]:
+    """Migrated PostgreSQL databases ``<tag>_<suffix>`` and a MariaDB mailbox ``<tag>``, made for one
+    benchmark run and dropped however it ends: their URLs (PostgreSQL's in ``suffixes`` order)."""
+    names = [f"{tag}_{suffix}" for suffix in suffixes]
+    try:
+        yield [pg_db(name) for name in names], mysql_db(tag)
+    finally:
+        drop(names, tag)
+
+
+def bench_app(pg_url: str, mailbox_url: str, home: str, *, redis_url: str | None = None) -> App:
+    """An App on a benchmark's databases, checked ready: the pump without Kafka (and without Redis
+    unless ``redis_url``), its home in ``/tmp/<home>``."""
+    app = App.from_settings(Settings(db_url=pg_url, mailbox_url=mailbox_url, kafka_bootstrap=None,
+                                     redis_url=redis_url, home=Path("/tmp") / home))
+    app.check_ready()
+    return app
+
+
 def report(name: str, what: str, rate: float, floor: float, unit: str, *, target: float) -> None:
     """Rate, floor and ratio, readable and as one ``RESULT`` line ``bench/run.py`` collects."""
     ratio = rate / floor
@@ -101,10 +123,7 @@ def run_protocol(pg_url: str, mb_url: str, work, profile: bool, options: PumpOpt
             conn.execute(cminmsgs.insert(), [{"CMINMSGS_CLOB_MSG": x, "CMINMSGS_STATUS": "VALID"}
                                             for _, _, x in work[start:start + 1000]])
     mailbox.dispose()
-    settings = Settings(db_url=pg_url, mailbox_url=mb_url, kafka_bootstrap=None, redis_url=redis_url,
-                        home=Path("/tmp") / TAG)
-    app = App.from_settings(settings)
-    app.check_ready()
+    app = bench_app(pg_url, mb_url, TAG, redis_url=redis_url)
     pump = app.pump(options)
     prof = cProfile.Profile() if profile else None
     t0 = time.perf_counter()
@@ -170,17 +189,12 @@ def main() -> int:
     args = ap.parse_args()
     options = PumpOptions(group_messages=args.group, group_s=args.group_ms / 1000, read_ahead=args.read_ahead)
     work = workload(args.messages, args.flights)
-    names = [f"{TAG}_p", f"{TAG}_f", f"{TAG}_g"]
-    try:
-        pg_proto, pg_floor, pg_floor2 = pg_db(names[0]), pg_db(names[1]), pg_db(names[2])
-        mb = mysql_db(TAG)
+    with fresh_databases(TAG, "p", "f", "g") as ((pg_proto, pg_floor, pg_floor2), mb):
         # the floor runs before and after the protocol and counts as their mean: on a shared
         # machine the load drifts, and a floor taken only before skews the ratio either way
         before_s = run_floor(pg_floor, work)
         proto_s = run_protocol(pg_proto, mb, work, args.profile, options, args.redis)
         after_s = run_floor(pg_floor2, work)
-    finally:
-        drop(names)
     n = len(work)
     floor_s = (before_s + after_s) / 2
     print(f"floor before {n / before_s:.1f} msg/s, after {n / after_s:.1f} msg/s")

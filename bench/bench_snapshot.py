@@ -45,12 +45,10 @@ import psycopg
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pump import PG, mysql_db, pg_db, report  # noqa: E402
-from bench_pump import drop as bench_drop  # noqa: E402  (shared database setup)
+from bench_pump import PG, bench_app, fresh_databases, report  # noqa: E402  (shared database setup)
 from snapshot_builders import big_package  # noqa: E402
 
 from msgx_engine.app import App  # noqa: E402
-from msgx_engine.config import Settings  # noqa: E402
 from msgx_engine.handlers.extract import block_values, text_of  # noqa: E402
 from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
 from msgx_engine.pipeline import offload  # noqa: E402
@@ -320,24 +318,16 @@ class Round(NamedTuple):
 def one_round(first: str, second: str, profile: bool) -> Round:
     """Fresh databases, the floors on the first package, then the two snapshots through msgx."""
     tag = f"{TAG}_{uuid.uuid4().hex[:4]}"
-    names = [f"{tag}_p", f"{tag}_f", f"{tag}_g", f"{tag}_o"]
-    try:
-        pg_proto, pg_floor, pg_plain, pg_output = (pg_db(name) for name in names)
-        mb = mysql_db(tag)
+    with fresh_databases(tag, "p", "f", "g", "o") as ((pg_proto, pg_floor, pg_plain, pg_output), mb):
         floor_t = run_plain_floor(pg_plain, first)
         msgx_floor_t = run_floor(pg_floor, first)
         output_t = run_output_floor(pg_output, first)
-        settings = Settings(db_url=pg_proto, mailbox_url=mb, kafka_bootstrap=None, redis_url=None,
-                            home=Path("/tmp") / tag)
-        app = App.from_settings(settings)
-        app.check_ready()
+        app = bench_app(pg_proto, mb, tag)
         first_t = run_protocol(app, first, profile)
         after_first = counts(app)
         second_t = run_protocol(app, second, False)
         after_second = counts(app)
         app.dispose()
-    finally:
-        bench_drop(names, tag)
     return Round(floor_t, msgx_floor_t, output_t, first_t, second_t, after_first, after_second)
 
 

@@ -27,12 +27,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_pump import drop, mysql_db, pg_db  # noqa: E402  (shared database setup)
+from bench_pump import bench_app, fresh_databases  # noqa: E402  (shared database setup)
 from bench_snapshot import run_protocol  # noqa: E402
 from snapshot_builders import big_package  # noqa: E402
 
-from msgx_engine.app import App  # noqa: E402
-from msgx_engine.config import Settings  # noqa: E402
 from msgx_engine.handlers import snapshot  # noqa: E402
 from msgx_engine.pipeline import offload, protocol  # noqa: E402
 from msgx_engine.store import flights, outbox  # noqa: E402
@@ -80,15 +78,10 @@ class PhaseTimer:
 
 def one_run(xml: str, timer: PhaseTimer) -> float:
     tag = f"msgx_phases_{uuid.uuid4().hex[:6]}"
-    try:
-        url, mailbox = pg_db(f"{tag}_p"), mysql_db(tag)
-        app = App.from_settings(Settings(db_url=url, mailbox_url=mailbox, kafka_bootstrap=None, redis_url=None,
-                                         home=Path("/tmp") / tag))
-        app.check_ready()
+    with fresh_databases(tag, "p") as ((url,), mailbox):
+        app = bench_app(url, mailbox, tag)
         wall = run_protocol(app, xml, False).wall
         app.dispose()
-    finally:
-        drop([f"{tag}_p"], tag)
     timer.end_run()
     return wall
 
