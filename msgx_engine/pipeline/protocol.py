@@ -359,8 +359,9 @@ class Processor:
         msg_id = head.msg_id
         states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
                                             replayed=head.replayed)
-        outbox.check_record_sizes(events, self.max_record_bytes)    # before the first write (item 8)
         decision = routed.decision
+        if not decision.plans:      # before the first write (item 8); with plans, ``insert`` checks each row once
+            outbox.check_record_sizes(events, self.max_record_bytes)
         if self._holds_back(head, decision):       # written with the group's other messages (P13)
             assert self.behind is not None and self.lookahead is not None
             self.behind.hold(msg_id, states, routed.flights, events)
@@ -379,8 +380,8 @@ class Processor:
                 events = []
         # plan writers read their own results (ledger CAS): not pipelined
         planned = write_plans(conn, decision.plans, msg_id, now)
-        # each row checked as it is written (a snapshot's are built then): RecordTooLarge aborts
-        # the statement, and the rollback undoes the plans
+        # each row, the events' too, checked as it is written (a snapshot's are built then):
+        # RecordTooLarge aborts the statement, and the rollback undoes the flights and the plans
         outbox.insert(conn, [*events, *planned] if events else planned, released_at=released_at,
                       limit=self.max_record_bytes)
         # a plan writes flights of its own: the post-commit step then reads every flight the

@@ -89,6 +89,29 @@ def test_snapshot_with_a_flight_over_the_record_limit_is_dead_and_writes_nothing
         app.dispose()
 
 
+def test_snapshot_whose_outside_master_event_is_over_the_limit_is_dead(settings, clock):
+    """Item 8(b) for a message with flight events and plans (D30): the package's child names a
+    stored master outside the package, whose MAFL change makes that master's events too large.
+    Those events are checked once, as transaction 1 writes them after the plans, and the rollback
+    leaves nothing: no child, no MAFL on the master, no event; DEAD(oversize) naming the master."""
+    roomy = App.from_settings(settings, clock=clock)      # the default limit takes the master's 40 gates
+    try:
+        master = roomy.mailbox.put(many_gates("BM01"))
+        drain_now(roomy)
+        assert proc(roomy, master).status == "SUCCEEDED"
+    finally:
+        roomy.dispose()
+    app = small_limit_app(settings, clock)
+    try:
+        package = app.mailbox.put(dnld(fltr("BC01", sodt(9), extra="<MAID>BM01</MAID>")))
+        drain_now(app)
+        assert_dead_oversize(app, package)
+        assert "flight BM01" in proc(app, package).error_detail
+        assert flight_count(app) == 1 and len(gates(app, "BM01")) == 40
+    finally:
+        app.dispose()
+
+
 def test_default_limit_refuses_a_megabyte_state(app):
     """Item 8(b) at the default limit (900,000 bytes, under the broker's 1 MB message.max.bytes): a
     gate code of a million characters would make a record no broker takes: DEAD(oversize)."""
