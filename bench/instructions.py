@@ -60,15 +60,13 @@ def child(step: str, measured: bool, flights: int) -> None:
 
 
 def _snapshot(pg: str, mailbox: str, xml: str, measured: bool) -> None:
-    from msgx_engine.app import App
-    from msgx_engine.config import Settings
+    from bench_pump import bench_app
+
     from msgx_engine.pipeline.intake import Intake
     from msgx_engine.pipeline.pump import PumpOptions
 
-    app = App.from_settings(Settings(db_url=pg, mailbox_url=mailbox, kafka_bootstrap=None, redis_url=None,
-                                     home=Path("/tmp") / Path(pg).name))
+    app = bench_app(pg, mailbox, Path(pg).name)
     try:
-        app.check_ready()
         app.mailbox.put(xml)
         with app.engine.connect() as conn:
             Intake(app.mailbox, app.clock).scan(conn)
