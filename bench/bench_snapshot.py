@@ -22,7 +22,8 @@ target <= 2x the floor's time), the
 CPU seconds of each process in each run (this one: the pump or a floor's client; the offload
 helper; PostgreSQL), which the disk's flush times do not blur, with how busy the cores were, and
 ``RESULT`` lines for ``bench/run.py``. Usage:
-``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--repeat N] [--profile]``
+``.venv/bin/python bench/bench_snapshot.py [--flights 10000] [--repeat 3] [--profile]`` (the figures: medians
+of the rounds)
 """
 
 from __future__ import annotations
@@ -339,9 +340,10 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--flights", type=int, default=10_000)
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--repeat", type=int, default=1,
+    ap.add_argument("--repeat", type=int, default=3,
                     help="rounds, each on fresh databases; the figures are the medians (a shared machine's "
-                         "disk and CPU vary by more than a code change moves them)")
+                         "disk and CPU vary by more than a code change moves them: one round's ratio moved "
+                         "between 1.3x and 2.4x within a minute, session 30)")
     args = ap.parse_args()
     offload.warm_up()          # its start-up imports (once per pump process) fall before the first run
     n = args.flights
