@@ -125,12 +125,16 @@ class PrivateMariaDB:
 
 
 class PrivatePostgres:
-    """A throwaway PostgreSQL cluster (initdb/pg_ctl as the postgres user) on a free port."""
+    """A throwaway PostgreSQL cluster (initdb/pg_ctl as the postgres user) on a free port.
+    ``server_env``: variables the server starts with (``bench/slow_disk.py`` preloads a library
+    that slows its flushes); ``settings``: its ``-c`` options beside the port and address."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, server_env: dict[str, str] | None = None,
+                 settings: dict[str, str] | None = None) -> None:
         root.mkdir(parents=True)
         shutil.chown(root, "postgres")
         self.data, self.port, self.root = root / "data", free_port(), root
+        self.server_env, self.settings = server_env or {}, settings or {}
         assert PG_BIN is not None
         self._as_pg([str(PG_BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U", "postgres"])
 
@@ -140,9 +144,11 @@ class PrivatePostgres:
 
     def ctl(self, action: str) -> None:
         assert PG_BIN is not None
-        self._as_pg([str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "-l",
-                     str(self.root / "log"), "-o", f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1",
-                     action])
+        options = " ".join([f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1",
+                            *(f"-c {name}={value}" for name, value in self.settings.items())])
+        env = ["env", *(f"{name}={value}" for name, value in self.server_env.items())]
+        self._as_pg([*env, str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-w", "-m", "fast", "-l",
+                     str(self.root / "log"), "-o", options, action])
 
     def kill(self) -> None:
         """kill -9 of the postmaster by the pid in postmaster.pid (its backends follow)."""
