@@ -80,7 +80,7 @@ def one_run(xml: str, timer: PhaseTimer) -> float:
     tag = f"msgx_phases_{uuid.uuid4().hex[:6]}"
     with fresh_databases(tag, "p") as ((url,), mailbox):
         app = bench_app(url, mailbox, tag)
-        wall = run_protocol(app, xml, False).wall
+        wall = run_protocol(app, xml, False).terminal.wall
         app.dispose()
     timer.end_run()
     return wall

@@ -273,6 +273,8 @@ class Processor:
         """Every step up to the terminal status; what it came to, not yet recorded."""
         step = Step.POST_COMMIT
         msg: SisMessage | None = None
+        routed: routing.Routed | None = None
+        states: Sequence[FlightState] = ()
         try:
             if head.applied_at is not None:       # crash or hook failure after transaction 1 (INV-20b)
                 if self._applied:                 # the group before it finishes first (P12)
@@ -309,6 +311,8 @@ class Processor:
             self._rollback(conn, head)          # nothing to write: transaction 1 ends here
         except Exception as exc:
             return self._classify(conn, head, step, msg, exc)
+        finally:
+            gc_pause.hold(msg, routed, states)   # a large message's objects are freed once it has committed
         return self._verdict(conn, head, decoded, routed.decision)
 
     def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal | Wait:

@@ -67,3 +67,16 @@ def test_p26_first_pump_leaves_start_up_objects_out_of_collections_once(app):
     assert frozen > 0
     pump(app, gtdt("G2", (1, "A2")))
     assert gc.get_freeze_count() == frozen
+
+
+def test_p30_large_message_objects_freed_after_its_commit_not_before(app):
+    """P30 (issue 16, snapshot): a large message's objects (its decoded tree, decision and written
+    states) are still held while its commit and post-commit steps run, so freeing them does not
+    delay its terminal commit; they are freed once it is done. A small message holds nothing."""
+    held: list[int] = []
+    app.post_commit.append(lambda _conn, _msg_id, _states: held.append(gc_pause.holding()))
+    (small,) = pump(app, gtdt("G1", (1, "A1")))
+    (large,) = pump(app, package("20260908220000"))
+    assert status(app, small)[0] == status(app, large)[0] == "SUCCEEDED"
+    assert held[0] == 0 and held[1] > 0, held
+    assert gc_pause.holding() == 0
