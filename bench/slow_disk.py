@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -87,6 +88,7 @@ def main(argv: list[str]) -> int:
         parser.error("--flush-ms must be 0 or more")
     if shutil.which(os.environ.get("CC", "gcc")) is None:
         parser.error("needs a C compiler (gcc, or CC) to build bench/slow_sync.c")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))    # a terminated run still stops its cluster
     root = private_postgres_root()
     try:
         shim = build_shim(root)

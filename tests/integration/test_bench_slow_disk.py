@@ -63,3 +63,33 @@ def test_slow_disk_refuses_a_missing_command() -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "give the command to run after --" in done.stderr
+
+
+WAITER = textwrap.dedent("""
+    import json, os, time
+    import psycopg
+    with psycopg.connect(os.environ["MSGX_TEST_PG"]) as conn:
+        data = conn.execute("SELECT current_setting('data_directory')").fetchone()[0]
+    print(json.dumps({"dsn": os.environ["MSGX_TEST_PG"], "data": data}), flush=True)
+    time.sleep(120)
+""")
+
+
+@pytest.mark.skipif(PG_BIN is None, reason="needs PostgreSQL's initdb and pg_ctl")
+def test_slow_disk_terminated_still_stops_its_cluster() -> None:
+    """A benchmark run stopped with SIGTERM (a timeout, an impatient operator) leaves no cluster
+    running and no folder behind, and the command is stopped with it."""
+    proc = subprocess.Popen([sys.executable, "bench/slow_disk.py", "--flush-ms", "1", "--", sys.executable, "-c",
+                             WAITER], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("slow disk: a commit takes ")
+        probe = json.loads(proc.stdout.readline())
+        proc.terminate()
+        assert proc.wait(timeout=60) == 143
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not Path(probe["data"]).exists()
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(probe["dsn"], connect_timeout=2).close()
