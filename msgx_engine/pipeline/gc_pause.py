@@ -35,10 +35,10 @@ _held: list[object] = []
 def pause_for(body_chars: int) -> None:
     """Pause the collector for a message whose body has ``body_chars`` characters, if it is large."""
     global _paused, _large
-    if body_chars < LARGE_BODY_CHARS:
+    _large = body_chars >= LARGE_BODY_CHARS     # a small message after a large one in its group holds nothing
+    if not _large:
         return
     _held.clear()                # a large message before it, still in an open group: its objects go now
-    _large = True
     if gc.isenabled():
         gc.disable()
         _paused = True

@@ -80,3 +80,17 @@ def test_p30_large_message_objects_freed_after_its_commit_not_before(app):
     assert status(app, small)[0] == status(app, large)[0] == "SUCCEEDED"
     assert held[0] == 0 and held[1] > 0, held
     assert gc_pause.holding() == 0
+
+
+def test_p30_a_small_message_after_a_large_one_holds_nothing():
+    """P30: holding is for large messages only; a small one that follows a large one (in the same
+    open group) leaves its objects to be freed at once, while the large one's stay held."""
+    try:
+        gc_pause.pause_for(gc_pause.LARGE_BODY_CHARS)
+        gc_pause.hold(object())
+        gc_pause.pause_for(gc_pause.LARGE_BODY_CHARS - 1)
+        gc_pause.hold(object(), object())
+        assert gc_pause.holding() == 1
+    finally:
+        gc_pause.resume()
+    assert gc_pause.holding() == 0 and gc.isenabled()
