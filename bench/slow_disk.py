@@ -3,13 +3,13 @@
 The machines these figures come from flush an 8 kB page in 0.07-0.12 ms; the machine issue 16's
 latency misses came from flushed in about 4 ms. To see what a slow disk does to a figure on any
 machine, this script starts a private PostgreSQL cluster (``initdb`` in a temporary folder, a
-free loopback port, the shared server's ``autovacuum = off`` and ``shared_buffers``) with
-``bench/slow_sync.c`` preloaded: every ``fsync``/``fdatasync`` of the server takes ``--flush-ms``
-longer, so each commit waits as it would on such a disk, while every read and write stays as fast
-as this machine's. It prints what one commit then takes, on the shared server and on the slow
-one, runs the command with ``MSGX_TEST_PG`` pointing at the slow cluster (every benchmark takes
-its PostgreSQL from there), then stops the cluster and removes its folder, whatever the command
-did. MariaDB, Redis and the broker stay the shared ones.
+free loopback port, the shared server's ``autovacuum``, ``shared_buffers``, ``max_wal_size`` and
+``synchronous_commit``) with ``bench/slow_sync.c`` preloaded: every ``fsync``/``fdatasync`` of
+the server takes ``--flush-ms`` longer, so each commit waits as it would on such a disk, while
+every read and write stays as fast as this machine's. It prints what one commit then takes, on
+the shared server and on the slow one, runs the command with ``MSGX_TEST_PG`` pointing at the
+slow cluster (every benchmark takes its PostgreSQL from there), then stops the cluster and
+removes its folder, whatever the command did. MariaDB, Redis and the broker stay the shared ones.
 
 Usage: ``.venv/bin/python bench/slow_disk.py [--flush-ms 4] -- COMMAND [ARG ...]``, e.g.
 ``.venv/bin/python bench/slow_disk.py --flush-ms 4 -- .venv/bin/python bench/bench_latency.py
