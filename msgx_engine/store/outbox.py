@@ -78,7 +78,8 @@ def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime
     tail = (released_at,) if released else ()
     values = ((r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload, *tail)
               for r in (rows if limit is None else _checked(rows, limit)))
-    if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values):
+    binary = released_at is None or released_at.tzinfo is not None     # every value of its column's type (P31)
+    if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values, binary=binary):
         conn.exec_driver_sql(_INSERT_SQL[released], bulk.rows_param([dict(zip(columns, v, strict=True))
                                                                      for v in values]))
 

@@ -23,6 +23,7 @@ from sqlalchemy import Connection
 
 from msgx_engine.sis.fields import COLLECTIONS, OBJECTS, SCALARS, TEXT_GROUPS
 from msgx_engine.state.model import FlightState
+from msgx_engine.store.bulk import TextArray
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.tables import detail_tables
 
@@ -72,7 +73,7 @@ _DIFFERENCES_SQL = _differences_sql()
 
 def keep_before(conn: Connection, flids: Sequence[str]) -> list[str]:
     """Copy the live rows of ``flids`` before they are rewritten; the FLIDs copied (the compared ones)."""
-    conn.exec_driver_sql(_KEEP_MAIN_SQL, {"flids": list(flids)})
+    conn.exec_driver_sql(_KEEP_MAIN_SQL, {"flids": TextArray(flids)})
     for sql in _KEEP_DETAIL_SQL:
         conn.exec_driver_sql(sql)
     return sorted(r[0] for r in conn.exec_driver_sql(_COMPARED_SQL))
