@@ -120,7 +120,7 @@ def soft_delete(conn: Connection, flids: tuple[str, ...], msg_id: int, now: date
                 state_version=flight_schd.c.state_version + 1,
                 field_msg=text("coalesce(field_msg, '{}'::jsonb) || jsonb_build_object('DELETED', "
                                "CAST(:deleted_by AS bigint))").bindparams(deleted_by=msg_id))
-        .returning(flight_schd.c.flid, flight_schd.c.state_version), {"flids": TextArray(flids)}).fetchall()
+        .returning(flight_schd.c.flid, flight_schd.c.state_version), {"flids": list(flids)}).fetchall()
     if len(rows) != len(flids):
         raise LedgerConflict(f"{len(flids) - len(rows)} diff-delete target(s) changed under the lock", None, None)
     return [outbox.tombstone_event(msg_id, r.flid, r.state_version) for r in sorted(rows, key=lambda r: r.flid)]
@@ -132,7 +132,7 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
     added = sorted(new - old)
     if gone:
         conn.execute(delete(schd_gen_flid).where(schd_gen_flid.c.fday == day,
-                                                 schd_gen_flid.c.flid == any_(_FLIDS)), {"flids": TextArray(gone)})
+                                                 schd_gen_flid.c.flid == any_(_FLIDS)), {"flids": gone})
     if added:     # one statement with one array, not an executemany of 10,000 rows (issue 16)
         conn.exec_driver_sql(_ADD_MEMBERS_SQL, {"fday": day, "flids": TextArray(added)})
 
