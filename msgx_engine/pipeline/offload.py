@@ -250,7 +250,6 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
     from msgx_engine.sis.content_hash import content_hash
     from msgx_engine.sis.decode import _parser
 
-    root = part = None
     while True:
         head = inp.read(16)
         if len(head) < 16:
