@@ -3,20 +3,23 @@
 A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodies of
 ``OFFLOAD_BYTES`` or more (``submit``, the decoder's ``hasher``) to one worker process
 (``python -m msgx_engine.pipeline.offload``) as soon as their bytes pass the decoder's byte
-checks. The worker parses the same bytes with the same hardened parser and answers two things
+checks. The worker parses the same bytes with the same hardened parser and answers three things
 while the pump parses, checks, reads the day's state and extracts the package:
 
 1. a daily schedule's later records as whole-state fields (``handlers.snapshot.helper_part``,
    P27), which the pump takes instead of extracting them itself (``Pending.flights``);
-2. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
+2. the verdict of the checks of the whole tree, its depth and any XInclude element
+   (``sis.decode.tree_refusal``, P32), which the pump takes once it has written the message's
+   state and before that can commit (``Pending.checks``);
+3. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
    binds the identity at its end (``Pending.result``).
 
 Each answer is the value the pump would compute itself: the same function on the same tree.
 
 Nothing depends on the worker being there. When it cannot be started, breaks, or has not
 answered in time (``FLIGHTS_WAIT_S`` for the records, which the pump could be extracting instead,
-``WAIT_S`` for the hash), the pump does that work itself and the next large body starts a new
-worker; an answer that is an error (``h``/``f`` frames) means the same for that body only. The worker is a plain
+and for the checks; ``WAIT_S`` for the hash), the pump does that work itself and the next large body starts a new
+worker; an answer that is an error (``f``/``c``/``h`` frames) means the same for that body only. The worker is a plain
 subprocess on two pipes, so it imports only what it runs (not the pump's main module, as a
 ``multiprocessing`` child would) and exits when the pump's end of its input closes, however the
 pump ends.
@@ -51,6 +54,9 @@ FLIGHTS_WAIT_S = 10.0         # the worker extracts its part in well under a sec
 # An answer frame: kind (1 byte), body number (8 bytes), payload length (8 bytes), payload.
 _HEAD = 17
 _FLIGHTS, _NO_FLIGHTS, _HASH, _NO_HASH = b"F", b"f", b"H", b"h"
+_CHECKS, _NO_CHECKS = b"C", b"c"
+_ANSWERS = (_FLIGHTS, _CHECKS, _HASH)            # the order a body's frames come in
+_WORK = {_FLIGHTS: "records", _CHECKS: "tree checks", _HASH: "hash"}
 
 _lock = threading.Lock()
 _worker: subprocess.Popen[bytes] | None = None
@@ -61,8 +67,8 @@ _last_sender: threading.Thread | None = None
 
 class Pending:
     """A body handed to the worker. ``flights`` is its part of a package's records (as
-    ``handlers.package_split.taken`` reads it), ``result`` its hash; None from either: the pump
-    does that work itself."""
+    ``handlers.package_split.taken`` reads it), ``checks`` the verdict of its tree checks,
+    ``result`` its hash; None from any: the pump does that work itself."""
 
     def __init__(self, worker: subprocess.Popen[bytes], number: int) -> None:
         self.worker = worker
@@ -78,6 +84,12 @@ class Pending:
         payload = self._frame(_HASH, WAIT_S)
         return payload.decode("ascii") if payload is not None else None
 
+    def checks(self) -> str | None:
+        """The worker's verdict of the tree checks (``sis.decode.tree_refusal``, P32): ``""`` when
+        they pass, else ``reason<TAB>detail``; None: make them in place."""
+        payload = self._frame(_CHECKS, FLIGHTS_WAIT_S)
+        return payload.decode() if payload is not None else None
+
     def _frame(self, kind: bytes, wait_s: float) -> bytes | None:
         with _lock:
             if kind not in self._frames:
@@ -86,7 +98,7 @@ class Pending:
 
     def _settle_all(self) -> None:
         """No more answers will come for this body: what is missing is done in place."""
-        for kind in (_FLIGHTS, _HASH):
+        for kind in _ANSWERS:
             self._frames.setdefault(kind, None)
 
 
@@ -169,10 +181,10 @@ def _read_until(pending: Pending, kind: bytes, wait_s: float) -> None:
             _seen = number
             if number < pending.number:
                 continue
-            if frame in (_NO_FLIGHTS, _NO_HASH):
-                log.debug("the offload worker did no %s for body %s: %s", "hash" if frame == _NO_HASH else "records",
-                          number, payload.decode(errors="replace"))
-            pending._frames[frame.upper()] = payload if frame in (_FLIGHTS, _HASH) else None
+            if frame not in _ANSWERS:
+                log.debug("the offload worker did no %s for body %s: %s", _WORK[frame.upper()], number,
+                          payload.decode(errors="replace"))
+            pending._frames[frame.upper()] = payload if frame in _ANSWERS else None
     except (OSError, AssertionError) as exc:
         _stop(f"the worker did not answer ({exc})")
         pending._settle_all()
@@ -218,10 +230,10 @@ def shutdown() -> None:
 
 
 def _serve() -> None:
-    """The worker: read a numbered, length-prefixed body; answer its records frame, then its hash
-    frame; until the input closes. A failure is answered (``f``/``h`` with the reason), never
-    raised. A Ctrl-C at the terminal reaches the whole process group: the worker leaves ending to
-    the pump, which closes its input (or dies, which closes it too)."""
+    """The worker: read a numbered, length-prefixed body; answer its records frame, its checks
+    frame, then its hash frame; until the input closes. A failure is answered (``f``/``c``/``h``
+    with the reason), never raised. A Ctrl-C at the terminal reaches the whole process group: the
+    worker leaves ending to the pump, which closes its input (or dies, which closes it too)."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -248,7 +260,7 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
 
     from msgx_engine.handlers.snapshot import helper_part
     from msgx_engine.sis.content_hash import content_hash
-    from msgx_engine.sis.decode import _parser
+    from msgx_engine.sis.decode import _parser, tree_refusal
 
     while True:
         head = inp.read(16)
@@ -263,8 +275,8 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
         try:
             root = etree.fromstring(data, _parser())
         except Exception as exc:
-            answer(_NO_FLIGHTS, number, repr(exc).encode())
-            answer(_NO_HASH, number, repr(exc).encode())
+            for kind in _ANSWERS:
+                answer(kind.lower(), number, repr(exc).encode())
             continue
         try:
             part = helper_part(root)
@@ -272,6 +284,12 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
                                                                                           marshal.dumps(part))
         except Exception as exc:          # a record the pump's own extraction gives the verdict on
             kind, payload = _NO_FLIGHTS, repr(exc).encode()
+        answer(kind, number, payload)
+        try:
+            refused = tree_refusal(root)
+            kind, payload = _CHECKS, b"" if refused is None else f"{refused.reason}\t{refused.detail}".encode()
+        except Exception as exc:
+            kind, payload = _NO_CHECKS, repr(exc).encode()
         answer(kind, number, payload)
         try:
             kind, payload = _HASH, content_hash(root).encode("ascii")

@@ -292,6 +292,9 @@ class Processor:
                 step = Step.WRITE_STATE
                 now = self.clock.now()
                 states = self.write_state(conn, head, msg, routed, now)
+                refused = msg.refusal()         # P32: the helper's tree checks, before anything commits
+                if refused is not None:
+                    raise refused
                 if self.folds_transactions:     # transaction 2 commits with transaction 1 (P8)
                     faults.reach("before_tx1_commit")
                     return Terminal(Status.SUCCEEDED, msg=msg, applied_at=now)
@@ -331,12 +334,12 @@ class Processor:
             rule = self._ignored_by(exc.meta) if exc.meta is not None else None
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
                 return Terminal(Status.SKIPPED, f"ignored:{rule}")
-            return Terminal(Status.DEAD, exc.reason, exc.detail, ErrorClass.MALFORMED)
+            return _dead(exc)
         except Exception as exc:
             raise DecoderCrash(exc) from exc
         rule = self._ignored_by(msg.meta)
-        if rule is not None:
-            return Terminal(Status.SKIPPED, f"ignored:{rule}", msg=msg, bind=False)
+        if rule is not None:    # a tree decode would have refused is no ignored message (P32)
+            return _tree_refused(msg) or Terminal(Status.SKIPPED, f"ignored:{rule}", msg=msg, bind=False)
         return msg
 
     def decide(self, conn: Connection, head: QueueHead, msg: SisMessage) -> routing.Routed:
@@ -485,7 +488,11 @@ class Processor:
 
     # --- verdicts and failures ---------------------------------------------------------------
     def _verdict(self, conn: Connection, head: QueueHead, msg: SisMessage, decision: Decision) -> Terminal:
-        """A handler's SKIPPED or DEAD; the identity is checked first (a duplicate stays a duplicate)."""
+        """A handler's SKIPPED or DEAD; the identity is checked first (a duplicate stays a duplicate),
+        and before it the tree checks decode left to the helper (P32)."""
+        refused = _tree_refused(msg)
+        if refused is not None:
+            return refused
         other = self._bound_elsewhere(conn, head, msg)
         if other is not None:
             return self._identity_clash(head, msg, other)
@@ -526,6 +533,11 @@ class Processor:
             raise exc
         if step == Step.POST_COMMIT:
             return self._projection_wait(head, exc)
+        if isinstance(exc, SisRefused):             # the helper's tree checks (P32): rolled back, as decode's
+            return _dead(exc)
+        refused = _tree_refused(msg) if msg is not None else None
+        if refused is not None:                     # a tree decode would have refused: whatever failed on it
+            return refused
         if isinstance(exc, outbox.RecordTooLarge) and msg is not None:   # rolled back: nothing written
             return self._verdict(conn, head, msg, Decision.dead("oversize", str(exc)))
         if isinstance(exc, identity.IdentityTaken) and msg is not None:
@@ -877,6 +889,18 @@ def _applied_row(head: QueueHead, msg: SisMessage, applied_at: datetime) -> queu
 def _pid(conn: Connection) -> int:
     """The backend pid that took the writer lock on this connection (-1: none, every guard fails)."""
     return writer_pid(conn) or -1
+
+
+def _dead(refused: SisRefused) -> Terminal:
+    """DEAD as the decoder refused the body: never bound, nothing of it written."""
+    return Terminal(Status.DEAD, refused.reason, refused.detail, ErrorClass.MALFORMED)
+
+
+def _tree_refused(msg: SisMessage) -> Terminal | None:
+    """DEAD when the tree checks decode left to the helper (P32) refuse ``msg``, made here: on the
+    paths that end a message without writing it, which the helper's verdict is not worth a wait."""
+    refused = msg.refusal(here=True)
+    return _dead(refused) if refused is not None else None
 
 
 def _rollback(conn: Connection) -> None:

@@ -140,8 +140,9 @@ def test_warm_up_starts_the_worker_the_next_large_body_uses() -> None:
 
 def test_the_worker_answers_each_body_in_turn_and_collects_between_bodies(monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker's loop (run here on a byte stream, as its process runs it on its pipe) answers
-    each body's records, then its hash, in the bodies' order; its collector is off (``_serve``),
-    so it collects once before each body, after the one before is freed (issue 16)."""
+    each body's records, then its tree checks (P32), then its hash, in the bodies' order; its
+    collector is off (``_serve``), so it collects once before each body, after the one before is
+    freed (issue 16)."""
     bodies = [big(), big(1300)]
     stream = b"".join(n.to_bytes(8, "big") + len(b).to_bytes(8, "big") + b
                       for n, b in enumerate((b.encode() for b in bodies), start=1))
@@ -149,9 +150,11 @@ def test_the_worker_answers_each_body_in_turn_and_collects_between_bodies(monkey
     monkeypatch.setattr(offload.gc, "collect", lambda *a: collected.append(len(answers)) or 0)
     answers: list[tuple[bytes, int, bytes]] = []
     offload._answer_bodies(io.BytesIO(stream), lambda kind, number, payload: answers.append((kind, number, payload)))
-    assert [(kind, number) for kind, number, _ in answers] == [(b"F", 1), (b"H", 1), (b"F", 2), (b"H", 2)]
-    assert collected == [0, 2], "once before each body"
-    for (_, _, part), (_, _, digest), body in zip(answers[0::2], answers[1::2], bodies, strict=True):
+    assert [(kind, number) for kind, number, _ in answers] == [(b"F", 1), (b"C", 1), (b"H", 1),
+                                                                (b"F", 2), (b"C", 2), (b"H", 2)]
+    assert collected == [0, 3], "once before each body"
+    assert [payload for kind, _, payload in answers if kind == b"C"] == [b"", b""], "both pass the tree checks"
+    for (_, _, part), (_, _, digest), body in zip(answers[0::3], answers[2::3], bodies, strict=True):
         msg = plain_decode(body)
         assert digest.decode() == content_hash(msg.root)
         assert marshal.loads(part)[0] == offload_start(body)
