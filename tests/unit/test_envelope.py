@@ -104,3 +104,19 @@ def test_a_leading_byte_order_mark_is_dropped():
     """A UTF-8 BOM (as text U+FEFF or as bytes) does not change the message."""
     body = gtdt("B1", (1, "A1"))
     assert decode("\ufeff" + body).meta == decode(b"\xef\xbb\xbf" + body.encode()).meta == decode(body).meta
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    ("", "empty message"), (" ", "empty message"), ("\t\n\r\x0b\x0c ", "empty message"),
+    ("\x00", "NUL byte in message"), (" \x00 ", "NUL byte in message"),
+    ("\u00a0", "not well-formed"),                        # not ASCII whitespace: no empty message
+    ('<!DOCTYPE MSG [<!ENTITY x "y">]><MSG/>', "DOCTYPE/ENTITY declarations are not accepted"),
+    ("<! entity x>", "DOCTYPE/ENTITY declarations are not accepted"),
+    ("<MSG>!</MSG>", "no META element"),                  # a '!' that starts no declaration
+])
+def test_the_byte_checks_refuse_before_any_parse(body, detail):
+    """Security and bad input: the checks that need no parse (``_check_bytes``) give these
+    classified refusals, the fast tests (``isspace``, one byte looked for) as the plain ones did."""
+    with pytest.raises(SisRefused) as caught:
+        decode(body)
+    assert caught.value.detail.startswith(detail)
