@@ -31,7 +31,9 @@ Flights = tuple[tuple[str, Fields], ...]
 # time to extract the whole package), while the helper starts as the body arrives but must also
 # write its part out. At 0.6 (P27) the pump then waited 0.27-0.30 s for the helper's answer on a
 # 10,000-flight package; at 0.5 it waits 0.04-0.07 s and its decision is done 0.12 s sooner
-# (docs/benchmarks.md, session 28), so both are done at about the same moment.
+# (docs/benchmarks.md, session 28), so both are done at about the same moment. Since the helper
+# makes the whole tree's checks after its part (P32), the pump reaches its extraction 0.09 s
+# sooner, and 0.45 balances them again (0.4: slower; session 34).
 HELPER_SHARE = 0.45
 MIN_RECORDS = 200         # a smaller package costs less to extract than to hand over
 
