@@ -4,7 +4,9 @@ The parser never loads a DTD, resolves an entity, processes an XInclude or touch
 DOCTYPE is refused outright (no SIS message carries one, and it is the door for XXE and entity
 expansion), and so is any XInclude element (refused, never expanded: msgx never calls
 ``xinclude()``, and a message that asks for one is not a SIS message). Size and depth are bounded
-before and during the parse.
+before and during the parse. A body handed to the offload helper (``hasher``) has its depth and
+XInclude checks made there (P32): ``SisMessage.refusal`` gives their verdict, which the pump takes
+before anything of the message commits, and before any other refusal of it.
 
 A message is Unicode text (decisions F8): the mailbox column holds characters, and the HTTP door
 accepts UTF-8 only. An XML declaration's ``encoding`` is therefore ignored on every path: the
