@@ -3,7 +3,7 @@
 bounded, XInclude never expanded; bad input gets the same classified outcome): the same reason,
 the same detail, in the decoder's order, whether the helper answers, answers nothing, or the
 refusal is taken in place. The pump's side (nothing of a refused body commits) is in
-``tests/integration/test_tree_checks_offloaded.py``."""
+``tests/integration/test_pump_tree_checks.py``."""
 
 from __future__ import annotations
 
