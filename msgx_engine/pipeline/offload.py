@@ -286,7 +286,7 @@ def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -
             kind, payload = _NO_FLIGHTS, repr(exc).encode()
         answer(kind, number, payload)
         try:
-            refused = tree_refusal(root)
+            refused = tree_refusal(root, data=data)
             kind, payload = _CHECKS, b"" if refused is None else f"{refused.reason}\t{refused.detail}".encode()
         except Exception as exc:
             kind, payload = _NO_CHECKS, repr(exc).encode()

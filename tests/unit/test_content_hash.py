@@ -135,3 +135,19 @@ def test_the_kind_follows_the_body_size() -> None:
     root = etree.fromstring(b"<MSG><A>x</A></MSG>", _parser())
     assert ch.body_hash(root, ch.SECOND_KIND_BYTES - 1) == ch.first_kind_hash(root)
     assert ch.body_hash(root, ch.SECOND_KIND_BYTES) == ch.content_hash(root)
+
+
+_MARKER_BYTES = b'xmlns :&#="<!?> a'
+
+
+@given(st.binary(max_size=40).map(lambda b: bytes(_MARKER_BYTES[c % len(_MARKER_BYTES)] for c in b)))
+@settings(max_examples=2000, deadline=None)
+def test_the_marker_tests_find_what_the_markers_find(spelled: bytes) -> None:
+    """``_walk_only`` (a cheap test before each marker's search, issue 16) sends a spelling to the
+    walk exactly when one of ``_WALK_ONLY``'s markers is in it."""
+    assert ch._walk_only(spelled) == any(marker in spelled for marker in ch._WALK_ONLY)
+
+
+def test_every_marker_is_behind_a_test_it_contains() -> None:
+    assert sorted(m for _, markers in ch._MARKER_TESTS for m in markers) == sorted(ch._WALK_ONLY)
+    assert all(test in m for test, markers in ch._MARKER_TESTS for m in markers)

@@ -86,3 +86,24 @@ def test_p32_small_bodies_and_the_decoder_alone_check_in_place() -> None:
         decode(small, hasher=offload.submit)
     with pytest.raises(SisRefused, match="nesting deeper"):
         decode(TOO_DEEP)
+
+
+@pytest.mark.parametrize("uri", [XI, "http://www.w3.org/2003/XInclude", "http://www.w3.org/2001/X&#73;nclude",
+                                 "&#104;ttp://www.w3.org/2001/XInclude", "http://www.w3.org/2001/&#x58;Include"])
+def test_an_xinclude_namespace_however_spelled_is_refused(uri: str) -> None:
+    """Security (F9): the walk for XInclude elements is skipped only for bytes that cannot declare
+    their namespace (``_may_include``); a URI written with character references still is one."""
+    body = big_package(3).replace("</FLTR>", f'<i:include xmlns:i="{uri}" href="/etc/passwd"/></FLTR>', 1)
+    with pytest.raises(SisRefused, match="XInclude"):
+        decode(body)
+
+
+def test_bytes_that_cannot_declare_xinclude_skip_its_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    from msgx_engine.sis import decode as decode_module
+
+    walks: list[object] = []
+    monkeypatch.setattr(decode_module, "_xinclude", lambda root: walks.append(root))
+    decode(big_package(3))
+    assert walks == []
+    decode(big_package(3).replace("</FLTR>", "<REMK>&#65;</REMK></FLTR>", 1))
+    assert len(walks) == 1, "a character reference could spell the namespace: walked"
