@@ -94,21 +94,36 @@ def outline(msg: SisMessage) -> Outline:
     seen: set[str] = set()
     sodt_days: list[date] = []
     maids: set[str] = set()
+    days: dict[str, date | None] = {}
     for index, record in enumerate(records, start=1):
-        flid = _child_text(record, "FLID")
+        first: dict[str, etree._Element] = {}         # the first FLID, SODT and MAID, in one pass
+        for child in record.iterchildren("FLID", "SODT", "MAID"):
+            first.setdefault(child.tag, child)
+        flid = text_of(first.get("FLID"))
         if not flid:
             raise PackageRejected("malformed", f"FLTR #{index} has no FLID")
         if flid in seen:
             raise PackageRejected("malformed", f"FLID {flid} appears more than once")
         seen.add(flid)
         flids.append(flid)
-        day = sis_date(_child_text(record, "SODT"))
+        day = _sodt_day(text_of(first.get("SODT")), days)
         if day is not None:
             sodt_days.append(day)
-        maid = _child_text(record, "MAID")
+        maid = text_of(first.get("MAID"))
         if maid:
             maids.add(maid)
     return Outline(tuple(flids), package_day(sodt_days), frozenset(maids))
+
+
+def _sodt_day(sodt: str, days: dict[str, date | None]) -> date | None:
+    """``sis_date(sodt)``, which reads no more than a text's first 7 characters (DDMONYY), parsed once
+    per distinct 7 (``days``): a package's 10,000 SODTs fall on a day or two."""
+    if len(sodt) < 7:
+        return None
+    key = sodt[:7]
+    if key not in days:
+        days[key] = sis_date(key)
+    return days[key]
 
 
 def package_day(sodt_days: Sequence[date]) -> date | None:

@@ -19,6 +19,7 @@ from msgx_engine.handlers.snapshot import (
     SnapshotContext,
     SnapshotInput,
     SnapshotPlan,
+    _sodt_day,
     decide,
     outline,
     package_flights,
@@ -38,6 +39,27 @@ def test_sis_date_reads_ddmonyy_prefix():
     assert sis_date("09sep260800") == D9
     for bad in ("", "23JAN2", "32JAN21", "23XXX21", "AAJAN21", "29FEB21"):
         assert sis_date(bad) is None, bad
+
+
+SODTS = ("23JAN210535", "23JAN210600", "23jan210535", "10SEP20", "23JAN2", "", "32JAN211200", "29FEB210000",
+         "AAJAN210000", "09SEP260800", "09SEP26", "09SEP2", "??", "09SEP26XXXX")
+
+
+def test_the_outline_reads_each_sodt_as_sis_date_does():
+    """D4: the outline parses a SODT once per distinct DDMONYY (``_sodt_day``'s cache) and gets
+    ``sis_date``'s date for every text, in any order, cached or not."""
+    days: dict = {}
+    for text in (*SODTS, *reversed(SODTS)):
+        assert _sodt_day(text, days) == sis_date(text), text
+        assert _sodt_day(text, {}) == sis_date(text), text
+
+
+def test_the_outline_takes_the_first_flid_sodt_and_maid_of_a_record():
+    """A repeated FLID, SODT or MAID element: the outline reads the first, as ``find`` does."""
+    record = fltr("A", sodt(9)).replace("</FLTR>", f"<SODT>{sodt(10)}</SODT><FLID>B</FLID><MAID>M2</MAID></FLTR>")
+    record = record.replace("<FLID>A</FLID>", "<FLID>A</FLID><MAID>M1</MAID>")
+    pkg = outline(decode(dnld(record)))
+    assert (pkg.flids, pkg.day, pkg.maids) == (("A",), D9, frozenset({"M1"}))
 
 
 def test_day_is_the_majority_sodt_date_ties_to_the_earliest():
