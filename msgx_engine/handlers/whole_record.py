@@ -16,7 +16,7 @@ two paths equal on the samples, the golden cases and generated records.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from lxml import etree
@@ -36,21 +36,33 @@ from msgx_engine.state.model import Value
 Fields = Mapping[str, Value]
 _SKIPPED = "FLID"        # the record's identity, read by the outline (block_values' ``skip``)
 
+# The names a record may use, each mapped to the catalogue's own string: a key of the fields is
+# that one object, not the copy lxml makes of each tag it reads. One lookup both tests a name and
+# gives it; and the helper's part (P27) then repeats one object per name, which ``marshal`` writes
+# once and refers back to: its answer reads back in half the time (issue 16, session 34).
+_Names = dict[str, str]
+
+
+def _names(names: Iterable[str]) -> _Names:
+    return {name: name for name in names}
+
+
 # Per group key: (sequence attribute, attributes allowed on an entry, child elements, own text
 # allowed, entry cap). Collections and text groups follow the same entry rule (``entry_of``).
-_GroupRule = tuple[str | None, frozenset[str], frozenset[str], bool, int]
+_GroupRule = tuple[str | None, _Names, _Names, bool, int]
 _GROUP_SPECS: tuple[CollectionSpec | TextGroupSpec, ...] = (*COLLECTION_BY_KEY.values(), *TEXT_GROUP_BY_KEY.values())
 _GROUPS: dict[str, _GroupRule] = {
-    spec.key: (spec.seq_attr, frozenset({spec.seq_attr} if spec.seq_attr else set()) | set(getattr(spec, "attrs", ())),
-               frozenset(spec.children), bool(getattr(spec, "text", False)), spec.max_entries)
+    spec.key: (spec.seq_attr, _names(({spec.seq_attr} if spec.seq_attr else set()) | set(getattr(spec, "attrs", ()))),
+               _names(spec.children), bool(getattr(spec, "text", False)), spec.max_entries)
     for spec in _GROUP_SPECS
 }
 # Per object key: (attributes, child elements, own text allowed, enum attribute -> allowed values).
-_OBJECTS: dict[str, tuple[frozenset[str], frozenset[str], bool, dict[str, tuple[str, ...]]]] = {
-    spec.key: (frozenset(spec.attrs), frozenset(spec.children), spec.text, dict(spec.enums))
+_OBJECTS: dict[str, tuple[_Names, _Names, bool, dict[str, tuple[str, ...]]]] = {
+    spec.key: (_names(spec.attrs), _names(spec.children), spec.text, dict(spec.enums))
     for spec in OBJECT_BY_KEY.values()
 }
-_SCALARS = frozenset(SCALARS)
+_SCALARS = _names(SCALARS)
+_KEYS = _names((*_GROUPS, *_OBJECTS))
 
 
 class _Undecided(Exception):
@@ -74,14 +86,15 @@ def _fields(record: etree._Element, frozen: bool) -> Fields:
     grouped: dict[str, list[etree._Element]] = {}
     for child in record:
         tag = child.tag
-        if tag in _SCALARS:
-            if tag in scalars or len(child) or child.attrib:
+        name = _SCALARS.get(tag)
+        if name is not None:
+            if name in scalars or len(child) or child.attrib:
                 raise _Undecided
-            scalars.add(tag)
+            scalars.add(name)
             text = child.text
             if text and (text := text.strip()):
-                fields[tag] = text
-        elif tag in _GROUPS or tag in _OBJECTS:
+                fields[name] = text
+        elif tag in _KEYS:
             elements = grouped.get(tag)
             if elements is None:
                 grouped[tag] = [child]
@@ -92,19 +105,20 @@ def _fields(record: etree._Element, frozen: bool) -> Fields:
     for tag, elements in grouped.items():
         value = _group(tag, elements, frozen) if tag in _GROUPS else _object(tag, elements, frozen)
         if value is not None:
-            fields[tag] = value
+            fields[_KEYS[tag]] = value
     ordered = {k: fields[k] for k in sorted(fields) if k not in DERIVED}
     return MappingProxyType(ordered) if frozen else ordered
 
 
-def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children: frozenset[str],
+def _entry(el: etree._Element, seq: str | None, attrs: _Names, children: _Names,
            text: bool) -> tuple[dict[str, str], bool]:
     """``entry_of``'s entry of one element and whether the element is empty (``is_empty``)."""
     entry: dict[str, str] = {}
     empty = True
     blank = False          # a part with no value: only then do parts need filtering
-    for name, value in el.items():
-        if name not in attrs:
+    for attr, value in el.items():
+        name = attrs.get(attr)
+        if name is None:
             raise _Undecided
         value = value.strip()
         if value:
@@ -113,14 +127,14 @@ def _entry(el: etree._Element, seq: str | None, attrs: frozenset[str], children:
             blank = True
         entry[name] = value
     for c in el:
-        tag = c.tag
-        if tag not in children or len(c):
+        name = children.get(c.tag)
+        if name is None or len(c):
             raise _Undecided
         value = c.text
         if value and (value := value.strip()):
-            entry[tag] = value
+            entry[name] = value
         else:
-            entry[tag] = ""
+            entry[name] = ""
             blank = True
         empty = False
     own = el.text

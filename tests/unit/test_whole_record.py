@@ -115,3 +115,16 @@ def test_refusals_are_left_to_the_exact_path() -> None:
     assert whole_record_fields(caps) is None and "exceed the limit" in str(exact(caps))
     repeated = etree.fromstring(fltr("F000001", extra='<GTDT GTNO="1"><GATE>A</GATE></GTDT><GTDT GTNO="1"/>'))
     assert whole_record_fields(repeated) is None and "more than once" in str(exact(repeated))
+
+
+def test_every_record_names_its_keys_with_the_catalogues_own_strings() -> None:
+    """Issue 16: the keys of two records' fields, and of their entries, are one object per name
+    (not lxml's copy of each tag), so the helper's part repeats one string per name and
+    ``marshal`` writes each once: the part is smaller, and the pump reads it back faster."""
+    root = parse_xml(big_package(2))
+    first, second = (whole_record_fields(r, frozen=False) for r in root.iter("FLTR"))
+    assert first is not None and second is not None
+    for key in first.keys() & second.keys():
+        assert next(k for k in first if k == key) is next(k for k in second if k == key), key
+    gates = first["GTDT"], second["GTDT"]
+    assert all(a is b for a, b in zip(sorted(gates[0][0]), sorted(gates[1][0]), strict=True)), "entry keys too"
