@@ -20,7 +20,7 @@ from typing import cast
 
 import orjson
 
-from msgx_engine.state.bridges import PSDT, publish, unpublish
+from msgx_engine.state.bridges import publish, unpublish
 from msgx_engine.state.model import Entry, FlightState, Value, freeze_entry, kind_of
 
 BOOKKEEPING = frozenset({"FLID", "STATE_VERSION", "FDAY"})
@@ -87,14 +87,17 @@ def dumps(doc: object) -> str:
 
 
 def state_json(state: FlightState) -> str:
-    """``dumps(state_document(state))`` without the document's copies: orjson writes a state's
-    tuples and entry views as they are; only the PSDT entries, which ``publish`` extends with
-    their airbridges, are copied."""
+    """``dumps(state_document(state))``. A group's entries are copied into a list of dicts by one
+    comprehension each (``publish`` extends the PSDT copies with their airbridges), which orjson
+    writes in C; handed the read-only views, it called ``_entry`` back for each of a snapshot's
+    90,000: 76 against 59 ms for 10,000 states (issue 16, session 34). A single object's view
+    still goes by ``_entry``: a state holds few."""
     doc = _bookkeeping(state)
-    doc.update(state.fields)
-    stands = doc.get(PSDT)
-    if stands is not None and type(stands) is not str:
-        doc[PSDT] = [dict(e) for e in cast("tuple[Entry, ...]", stands)]
+    for key, value in state.fields.items():
+        if type(value) is tuple:
+            doc[key] = [e.copy() for e in cast("tuple[MappingProxyType[str, str], ...]", value)]
+        else:
+            doc[key] = value
     publish(state, doc)
     return dumps(doc)
 
