@@ -98,12 +98,12 @@ def is_sequence(raw: str) -> bool:
 
 # "0".."999" as written without leading zeros, the way nearly every sequence attribute comes: a
 # lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries (P26)
-_PLAIN_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
+PLAIN_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
 
 
 def sequence_value(raw: str) -> int | None:
     """A sequence attribute's value as an integer 0..999 (D25), or None when it is not one."""
-    n = _PLAIN_SEQUENCES.get(raw)
+    n = PLAIN_SEQUENCES.get(raw)
     if n is not None:
         return n
     return int(raw) if is_sequence(raw) else None

@@ -33,7 +33,7 @@ from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answere
 from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
-from msgx_engine.handlers.whole_record import whole_record_fields
+from msgx_engine.handlers.whole_record import records_fields
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.times import dttm_local, sis_date, sis_datetime
 from msgx_engine.state.model import (
@@ -162,13 +162,13 @@ def package_flights(msg: SisMessage, flids: Sequence[str] | None = None) -> tupl
     if flids is None:
         flids = [_child_text(r, "FLID") for r in records]
     start = package_split.later_start(len(records)) if msg.prepared is not None else len(records)
-    flights = [(flid, _record_fields(r)) for flid, r in zip(flids[:start], records[:start], strict=True)]
+    flights = list(zip(flids[:start], _records_fields(records[:start]), strict=True))
     if start == len(records):
         return tuple(flights)
     assert msg.prepared is not None
     later = package_split.taken(msg.prepared.flights(), start, flids)
     if later is None:
-        later = tuple((flid, _record_fields(r)) for flid, r in zip(flids[start:], records[start:], strict=True))
+        later = tuple(zip(flids[start:], _records_fields(records[start:]), strict=True))
     return (*flights, *later)
 
 
@@ -184,7 +184,10 @@ def helper_part(root: etree._Element) -> tuple[int, list[tuple[str, dict[str, ob
     start = package_split.later_start(len(records))
     if len(records) > MAX_FLIGHTS or start == len(records):
         return None
-    return start, [(_child_text(r, "FLID"), _plain_fields(r)) for r in records[start:]]
+    later = records[start:]
+    found = records_fields(later, frozen=False)
+    return start, [(_child_text(r, "FLID"), package_split.thaw(snapshot_fields(block_values(r))) if fields is None
+                    else cast("dict[str, object]", fields)) for r, fields in zip(later, found, strict=True)]
 
 
 def _child_text(record: etree._Element, tag: str) -> str:
@@ -194,17 +197,10 @@ def _child_text(record: etree._Element, tag: str) -> str:
     return text_of(next(record.iterchildren(tag), None))
 
 
-def _record_fields(record: etree._Element) -> Fields:
-    fields = whole_record_fields(record)
-    return fields if fields is not None else snapshot_fields(block_values(record))
-
-
-def _plain_fields(record: etree._Element) -> dict[str, object]:
-    """``_record_fields`` as plain data (``package_split.thaw``), built plain where it can be."""
-    fields = whole_record_fields(record, frozen=False)
-    if fields is None:
-        return package_split.thaw(snapshot_fields(block_values(record)))
-    return cast("dict[str, object]", fields)
+def _records_fields(records: Sequence[etree._Element]) -> list[Fields]:
+    """Each record's whole-state fields: one pass where it decides, else the exact path."""
+    return [fields if fields is not None else snapshot_fields(block_values(r))
+            for r, fields in zip(records, records_fields(records), strict=True)]
 
 
 @dataclass(frozen=True)

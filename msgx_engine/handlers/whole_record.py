@@ -16,13 +16,13 @@ two paths equal on the samples, the golden cases and generated records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from types import MappingProxyType
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType, ModuleType
 
 from lxml import etree
 
 from msgx_engine.handlers.codeshare import DERIVED
-from msgx_engine.handlers.extract import sequence_value
+from msgx_engine.handlers.extract import PLAIN_SEQUENCES, sequence_value
 from msgx_engine.sis.fields import (
     COLLECTION_BY_KEY,
     OBJECT_BY_KEY,
@@ -65,6 +65,20 @@ _SCALARS = _names(SCALARS)
 _KEYS = _names((*_GROUPS, *_OBJECTS))
 
 
+# The same pass compiled (``_record_walk.c``, P35): built by ``pip install`` where a C compiler
+# is at hand, and handed these very rules. Where it is missing, or declines a record, the pass
+# below runs; so a record's fields never depend on whether it was built.
+compiled: ModuleType | None
+try:
+    from msgx_engine.handlers import _record_walk
+except ImportError:                    # pragma: no cover - an install without a C compiler
+    compiled = None
+else:
+    _record_walk.configure(_SCALARS, _KEYS, _GROUPS, _OBJECTS, _SKIPPED, DERIVED, PLAIN_SEQUENCES, sequence_value,
+                           etree._Element)
+    compiled = _record_walk
+
+
 class _Undecided(Exception):
     """Something in the record needs the exact path's verdict."""
 
@@ -74,6 +88,23 @@ def whole_record_fields(record: etree._Element, *, frozen: bool = True) -> Field
     caller must take the exact path (which may refuse the record as ``Unmapped``). ``frozen=False``
     gives the same fields as plain dicts, which ``marshal`` can carry to another process
     (``package_split``, P27), where ``package_split.freeze`` makes them the frozen fields."""
+    return records_fields((record,), frozen=frozen)[0]
+
+
+def records_fields(records: Sequence[etree._Element], *, frozen: bool = True) -> list[Fields | None]:
+    """``whole_record_fields`` of each record, the compiled pass first: one call for a whole
+    package, where it is built, and the Python pass for whatever it declines."""
+    if compiled is None:
+        return [python_fields(record, frozen=frozen) for record in records]
+    found: list[Fields | None] = compiled.fields_many(records, frozen)
+    for i, fields in enumerate(found):
+        if fields is None:
+            found[i] = python_fields(records[i], frozen=frozen)
+    return found
+
+
+def python_fields(record: etree._Element, *, frozen: bool = True) -> Fields | None:
+    """``whole_record_fields`` by the Python pass alone."""
     try:
         return _fields(record, frozen)
     except _Undecided:

@@ -21,7 +21,7 @@ from snapshot_builders import big_package, fltr
 from msgx_engine.handlers import package_split
 from msgx_engine.handlers.extract import Unmapped, block_values
 from msgx_engine.handlers.snapshot import snapshot_fields
-from msgx_engine.handlers.whole_record import whole_record_fields
+from msgx_engine.handlers.whole_record import compiled, python_fields, records_fields, whole_record_fields
 from msgx_engine.sis.decode import parse_xml
 
 TESTS = Path(__file__).resolve().parent.parent
@@ -34,8 +34,27 @@ def exact(record: etree._Element) -> object:
         return f"Unmapped: {exc}"
 
 
+def same_as_python(record: etree._Element) -> bool:
+    """The compiled pass (P35), when it answers, answers as the Python pass does, frozen or plain,
+    key order and value types included; True when it answered."""
+    assert compiled is not None
+    frozen, plain = compiled.fields_many([record], True)[0], compiled.fields_many([record], False)[0]
+    assert (frozen is None) == (plain is None)
+    if frozen is None:
+        return False
+    for walked, python in ((frozen, python_fields(record)), (plain, python_fields(record, frozen=False))):
+        assert python is not None, etree.tostring(record)
+        assert type(walked) is type(python) and list(walked.items()) == list(python.items()), etree.tostring(record)
+        for value, expected in zip(walked.values(), python.values(), strict=True):
+            assert type(value) is type(expected)
+            if isinstance(value, tuple):
+                assert [type(e) for e in value] == [type(e) for e in expected]
+    return True
+
+
 def check(record: etree._Element) -> bool:
     """The fast path's answer, when it gives one, is the exact one; True when it gave one."""
+    same_as_python(record)
     fast = whole_record_fields(record)
     if fast is None:
         return False
@@ -128,3 +147,46 @@ def test_every_record_names_its_keys_with_the_catalogues_own_strings() -> None:
         assert next(k for k in first if k == key) is next(k for k in second if k == key), key
     gates = first["GTDT"], second["GTDT"]
     assert all(a is b for a, b in zip(sorted(gates[0][0]), sorted(gates[1][0]), strict=True)), "entry keys too"
+
+
+# --- the compiled pass (P35) ---------------------------------------------------------------------
+def test_the_compiled_pass_is_built() -> None:
+    """``pip install`` builds ``_record_walk.c`` wherever the tests run (scripts/test.sh): the
+    snapshot's speed (issue 16) rests on it, and a build that failed quietly would only be slow."""
+    assert compiled is not None
+
+
+def test_the_compiled_pass_decides_the_benchmark_records() -> None:
+    """The benchmark's records and the samples' valid ones are decided in C, not handed back."""
+    records = list(parse_xml(big_package(50)).iter("FLTR"))
+    assert all(same_as_python(r) for r in records)
+    assert records_fields(records, frozen=False) == [python_fields(r, frozen=False) for r in records]
+
+
+def test_the_compiled_pass_hands_back_what_python_must_decide() -> None:
+    """Whatever the Python pass declines, the compiled one declines too (it answers None, and the
+    caller runs the Python pass); some things the Python pass reads it leaves to Python too:
+    text in several nodes (a CDATA section beside text), Unicode whitespace at an edge."""
+    assert compiled is not None
+    for piece in INVALID:
+        record = etree.fromstring(fltr("F000001", extra=piece))
+        if python_fields(record) is None:
+            assert compiled.fields_many([record], True) == [None], piece
+    split = etree.fromstring(fltr("F000001", extra="<DELY>a <![CDATA[b]]></DELY>"), etree.XMLParser(strip_cdata=False))
+    assert compiled.fields_many([split], True) == [None]
+    assert whole_record_fields(split) == python_fields(split) is not None
+    spaced = etree.fromstring(fltr("F000001", extra="<REMC>\u00a0late\u3000</REMC>"))
+    assert same_as_python(spaced) and whole_record_fields(spaced)["REMC"] == "late"     # type: ignore[index]
+
+
+def test_the_compiled_pass_refuses_what_is_no_element() -> None:
+    """The C code reads lxml's element struct: anything else is refused before it is read."""
+    assert compiled is not None
+    try:
+        compiled.fields_many(["<FLTR/>"], True)    # type: ignore[list-item]
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a string was read as an element")
+    comment = etree.Comment("x")
+    assert compiled.fields_many([comment], True) == [None]
