@@ -505,15 +505,32 @@ failed:
     return NULL;
 }
 
+/* Whether ``probe``, lxml's element for ``<P a="v">t</P>``, reads as that through the struct
+ * this module assumes: an lxml whose element struct had changed is caught here, not in a walk. */
+static int layout_holds(PyObject *probe, PyObject *element_type) {
+    if (!PyObject_TypeCheck(probe, (PyTypeObject *)element_type)) return 0;
+    xmlNode *node = ((LxmlElementView *)probe)->c_node;
+    return node != NULL && node->type == XML_ELEMENT_NODE && node->name != NULL && strcmp((const char *)node->name, "P") == 0
+        && node->properties != NULL && strcmp((const char *)node->properties->name, "a") == 0
+        && node->properties->children != NULL && node->properties->children->content != NULL
+        && strcmp((const char *)node->properties->children->content, "v") == 0
+        && node->children != NULL && node->children->type == XML_TEXT_NODE
+        && strcmp((const char *)node->children->content, "t") == 0;
+}
+
 static PyObject *configure(PyObject *self, PyObject *args) {
-    PyObject *scalars, *keys, *groups, *objects, *skipped, *derived, *plain_seq, *seq_fn, *element_type;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!UOO!OO!:configure", &PyDict_Type, &scalars, &PyDict_Type, &keys,
+    PyObject *scalars, *keys, *groups, *objects, *skipped, *derived, *plain_seq, *seq_fn, *element_type, *probe;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!UOO!OO!O:configure", &PyDict_Type, &scalars, &PyDict_Type, &keys,
                           &PyDict_Type, &groups, &PyDict_Type, &objects, &skipped, &derived,
-                          &PyDict_Type, &plain_seq, &seq_fn, &PyType_Type, &element_type)) {
+                          &PyDict_Type, &plain_seq, &seq_fn, &PyType_Type, &element_type, &probe)) {
         return NULL;
     }
     if (!PyAnySet_Check(derived) || !PyCallable_Check(seq_fn)) {
         PyErr_SetString(PyExc_TypeError, "derived must be a set and sequence_value callable");
+        return NULL;
+    }
+    if (!layout_holds(probe, element_type)) {
+        PyErr_SetString(PyExc_RuntimeError, "lxml's element is not laid out as this module was built for");
         return NULL;
     }
     PyObject **slots[] = {&SCALARS, &KEYS, &GROUPS, &OBJECTS, &SKIPPED, &DERIVED, &PLAIN_SEQ, &SEQ_FN, &ELEMENT_TYPE};
@@ -529,7 +546,8 @@ static PyObject *configure(PyObject *self, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"configure", configure, METH_VARARGS,
-     "configure(scalars, keys, groups, objects, skipped, derived, plain_sequences, sequence_value, element_type)"},
+     "configure(scalars, keys, groups, objects, skipped, derived, plain_sequences, sequence_value, element_type, "
+     "probe)"},
     {"fields_many", fields_many, METH_VARARGS,
      "fields_many(records, frozen) -> list of each record's fields, or None where Python must decide"},
     {NULL, NULL, 0, NULL},

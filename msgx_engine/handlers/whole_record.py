@@ -16,6 +16,7 @@ two paths equal on the samples, the golden cases and generated records.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType, ModuleType
 
@@ -32,6 +33,8 @@ from msgx_engine.sis.fields import (
     TextGroupSpec,
 )
 from msgx_engine.state.model import Value
+
+log = logging.getLogger(__name__)
 
 Fields = Mapping[str, Value]
 _SKIPPED = "FLID"        # the record's identity, read by the outline (block_values' ``skip``)
@@ -68,15 +71,22 @@ _KEYS = _names((*_GROUPS, *_OBJECTS))
 # The same pass compiled (``_record_walk.c``, P35): built by ``pip install`` where a C compiler
 # is at hand, and handed these very rules. Where it is missing, or declines a record, the pass
 # below runs; so a record's fields never depend on whether it was built.
-compiled: ModuleType | None
-try:
-    from msgx_engine.handlers import _record_walk
-except ImportError:                    # pragma: no cover - an install without a C compiler
-    compiled = None
-else:
-    _record_walk.configure(_SCALARS, _KEYS, _GROUPS, _OBJECTS, _SKIPPED, DERIVED, PLAIN_SEQUENCES, sequence_value,
-                           etree._Element)
-    compiled = _record_walk
+# The C code reads lxml's element struct: ``configure`` first checks it on an element it knows.
+def _compiled() -> ModuleType | None:
+    try:
+        from msgx_engine.handlers import _record_walk
+    except ImportError:                # pragma: no cover - an install without a C compiler
+        return None
+    try:
+        _record_walk.configure(_SCALARS, _KEYS, _GROUPS, _OBJECTS, _SKIPPED, DERIVED, PLAIN_SEQUENCES,
+                               sequence_value, etree._Element, etree.fromstring('<P a="v">t</P>'))
+    except RuntimeError as exc:        # pragma: no cover - an lxml unlike the one it was built against
+        log.warning("snapshot records extracted in Python: %s", exc)
+        return None
+    return _record_walk
+
+
+compiled = _compiled()
 
 
 class _Undecided(Exception):

@@ -13,12 +13,13 @@ from __future__ import annotations
 import marshal
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lxml import etree
 from snapshot_builders import big_package, fltr
 
-from msgx_engine.handlers import package_split
+from msgx_engine.handlers import package_split, whole_record
 from msgx_engine.handlers.extract import Unmapped, block_values
 from msgx_engine.handlers.snapshot import snapshot_fields
 from msgx_engine.handlers.whole_record import compiled, python_fields, records_fields, whole_record_fields
@@ -190,3 +191,17 @@ def test_the_compiled_pass_refuses_what_is_no_element() -> None:
         raise AssertionError("a string was read as an element")
     comment = etree.Comment("x")
     assert compiled.fields_many([comment], True) == [None]
+
+
+def test_the_compiled_pass_checks_lxmls_layout_before_it_is_used() -> None:
+    """``configure`` reads a known element through the struct the C code assumes and refuses an
+    element that does not read as expected, leaving the rules it had (an lxml built otherwise
+    would be caught there, and msgx would use the Python pass)."""
+    assert compiled is not None
+    rules = (whole_record._SCALARS, whole_record._KEYS, whole_record._GROUPS, whole_record._OBJECTS, "FLID",
+             frozenset(), {}, lambda raw: None, etree._Element)
+    for probe in ('<Q a="v">t</Q>', '<P a="w">t</P>', "<P>t</P>", '<P a="v"/>'):
+        with pytest.raises(RuntimeError, match="not laid out"):
+            compiled.configure(*rules, etree.fromstring(probe))
+    record = parse_xml(big_package(1)).find("SCHD/FLTR")
+    assert record is not None and same_as_python(record)
