@@ -12,6 +12,10 @@ repeated sequence number, a group over its cap, an enum outside its values) it r
 the caller runs the exact path, which gives the verdict and its wording. So a record's fields, or
 its refusal, never depend on which path read it; ``tests/unit/test_whole_record.py`` holds the
 two paths equal on the samples, the golden cases and generated records.
+
+The pass runs compiled where ``pip install`` could build ``_record_walk.c`` (P35): the same rules
+over libxml2's nodes, 4-5 times faster, handing back to the Python pass below whatever it does
+not plainly recognise. ``records_fields`` takes a package's records in one call.
 """
 
 from __future__ import annotations
