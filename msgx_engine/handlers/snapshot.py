@@ -185,9 +185,8 @@ def helper_part(root: etree._Element) -> tuple[int, list[tuple[str, dict[str, ob
     if len(records) > MAX_FLIGHTS or start == len(records):
         return None
     later = records[start:]
-    found = records_fields(later, frozen=False)
-    return start, [(_child_text(r, "FLID"), package_split.thaw(snapshot_fields(block_values(r))) if fields is None
-                    else cast("dict[str, object]", fields)) for r, fields in zip(later, found, strict=True)]
+    return start, [(_child_text(r, "FLID"), cast("dict[str, object]", fields))
+                   for r, fields in zip(later, _records_fields(later, frozen=False), strict=True)]
 
 
 def _child_text(record: etree._Element, tag: str) -> str:
@@ -197,10 +196,15 @@ def _child_text(record: etree._Element, tag: str) -> str:
     return text_of(next(record.iterchildren(tag), None))
 
 
-def _records_fields(records: Sequence[etree._Element]) -> list[Fields]:
-    """Each record's whole-state fields: one pass where it decides, else the exact path."""
-    return [fields if fields is not None else snapshot_fields(block_values(r))
-            for r, fields in zip(records, records_fields(records), strict=True)]
+def _records_fields(records: Sequence[etree._Element], *, frozen: bool = True) -> list[Fields]:
+    """Each record's whole-state fields: one pass where it decides, else the exact path; with
+    ``frozen=False`` as the plain data the helper sends (``package_split.thaw``)."""
+    found: list[object] = list(records_fields(records, frozen=frozen))
+    for i, fields in enumerate(found):
+        if fields is None:
+            exact = snapshot_fields(block_values(records[i]))
+            found[i] = exact if frozen else package_split.thaw(exact)
+    return cast("list[Fields]", found)
 
 
 @dataclass(frozen=True)
