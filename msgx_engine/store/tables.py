@@ -129,8 +129,14 @@ proc_state = Table(
     Column("msg_styp", Text),
     Column("late_arrival", Boolean, nullable=False, server_default=text("false")),
     _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
+    _ts("acknowledged_at"),    # an operator closed this dead letter without a replay (0014)
+    Column("acknowledged_by", Text),
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
+# what waits for an operator (0014): unacknowledged DEAD and SKIPPED(unsupported) messages
+ATTENTION_WHERE = ("acknowledged_at IS NULL AND (status = 'DEAD' "
+                   "OR (status = 'SKIPPED' AND reason = 'unsupported'))")
+Index("proc_state_attention_idx", proc_state.c.msg_id, postgresql_where=text(ATTENTION_WHERE))
 
 proc_state_hst = Table(
     "proc_state_hst",
@@ -381,6 +387,8 @@ alert_state = Table(
     Column("notified_failing", Boolean),        # the state last announced (NULL: none announced yet)
     _ts("notified_at"),
     Column("notify_error", Text),               # why the last announcement failed (it is retried)
+    Column("notified_value", Float),            # the figure the last failing alert was sent for (0014)
+    Column("notified_detail", Text),            # ... and the ids it named, so a rise re-alerts naming new ones
 )
 
 heartbeat = Table(
@@ -392,4 +400,17 @@ heartbeat = Table(
     Column("host", Text),
     _ts("started_at"),
     _ts("beat_at", nullable=False),
+)
+
+
+# --- durable metric totals (migration 0014; owner: store/metric_totals.py) -------------------------
+metric_total = Table(
+    # One row per counter series, histogram bucket, sum and count; added to in the same transaction
+    # as the work it counts, so a total never goes down (archiving, restarts). labels: canonical JSON.
+    "metric_total",
+    metadata,
+    Column("name", Text, nullable=False),
+    Column("labels", Text, nullable=False, server_default=text("'{}'")),
+    Column("value", Float, nullable=False, server_default=text("0")),
+    PrimaryKeyConstraint("name", "labels", name="metric_total_pkey"),
 )
