@@ -1,5 +1,6 @@
 # Make sure the servers the tests use answer; start the ones that do not with this machine kind's
 # standard commands. Starts tansu (Kafka wire protocol) on 127.0.0.1:9092 when nothing listens.
+# Installs Debian's prometheus package (promtool) when missing.
 # Sourced by scripts/test.sh; STARTED_PIDS collects what we started so the caller can stop it.
 STARTED_PIDS=()
 
@@ -53,6 +54,44 @@ ensure_tansu() {
     --storage-engine memory://tansu/ >"${TMPDIR:-/tmp}/msgx-tansu.log" 2>&1 &
   STARTED_PIDS+=($!)
   wait_port 127.0.0.1 9092 tansu
+}
+
+# promtool (rule checks and unit tests) and the Prometheus server (a real scrape of `msgx serve`)
+# come from Debian's `prometheus` package. Its postinst would start the packaged service through
+# invoke-rc.d; a container has no init, and a stray Prometheus on :9090 is not wanted either way,
+# so the install runs behind a policy-rc.d that forbids starting services (the usual container one
+# is kept when present) and any packaged service that started anyway is stopped. Quick no-op when
+# both binaries are already on PATH.
+ensure_promtool() {
+  if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
+    return 0
+  fi
+  if [ "$(id -u)" != 0 ]; then
+    # not ours to install: the alert-rule tests then fail, saying the same
+    echo "!! promtool/prometheus missing and not root: run 'apt-get install prometheus' first" >&2
+    return 0
+  fi
+  echo "== installing Debian's prometheus package (promtool and the server for the alert-rule tests)"
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\n# temporary, from msgx scripts/services.sh: do not start services\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      prometheus >/dev/null; } || rc=$?
+  if [ "$own_policy" = 1 ]; then
+    rm -f "$policy"
+  fi
+  if [ -x /etc/init.d/prometheus ]; then
+    /etc/init.d/prometheus stop >/dev/null 2>&1 || true
+  fi
+  if [ "$rc" != 0 ]; then
+    echo "!! apt-get install prometheus failed ($rc)" >&2
+    return "$rc"
+  fi
+  command -v promtool >/dev/null && command -v prometheus >/dev/null
 }
 
 stop_started() {
