@@ -6,7 +6,9 @@ runs every minute.
   sent ``msg_event`` rows each, and ``--flights`` flights (a few scalars each) written by the real
   repository; the Redis projection rebuilt from them.
 * scrape: ``metrics_renderer`` (the ``/metrics`` body), median of ``--repeat`` calls.
-* figures: one ``Figures`` snapshot alone (what the scrape and every check read).
+* figures: one ``Figures`` snapshot alone (what the scrape and every check read); and with the
+  mailbox read too (``--unregistered`` rows above the registered ones in a MariaDB mailbox, more
+  than the monitor's count cap by default), and the scrape with it.
 * drift: ``Projection.drift`` (the ``projection_drift`` check), median of ``--repeat``: with no
   difference (the writer lock is not taken at all) and with 10 flights missing from Redis (the
   lock is held only while those 10 are compared again).
@@ -32,6 +34,7 @@ from sqlalchemy import text  # noqa: E402
 
 from msgx_engine.db import make_engine  # noqa: E402
 from msgx_engine.delivery.projection import Projection, connect  # noqa: E402
+from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
 from msgx_engine.monitor.figures import figures  # noqa: E402
 from msgx_engine.monitor.metrics import metrics_renderer  # noqa: E402
 from msgx_engine.store.flights import FlightRepository  # noqa: E402
@@ -71,10 +74,12 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=100_000)
     ap.add_argument("--flights", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--unregistered", type=int, default=20_000)
     args = ap.parse_args()
     name = f"{bp.TAG}_monitor"
     url = bp.pg_db(name)
     engine = make_engine(url)
+    mailbox = Mailbox(bp.mysql_db(bp.TAG))
     client = connect(REDIS)
     key = f"flightInfo_{bp.TAG}"
     try:
@@ -82,6 +87,10 @@ def main() -> int:
         populate(engine, args.messages, args.flights)
         projection = Projection(client, key)
         projection.rebuild(engine)
+        with mailbox.engine.connect() as conn:      # MariaDB's sequence engine: rows above the registered ids
+            conn.execute(text("INSERT INTO cminmsgs (CMINMSGS_ID, CMINMSGS_CLOB_MSG, CMINMSGS_DATE_RECEIVED, "
+                              "CMINMSGS_STATUS) SELECT seq + :base, 'x', NOW(), 'VALID' FROM seq_1_to_"
+                              f"{args.unregistered:d}"), {"base": args.messages})
         setup_s = time.perf_counter() - t0
         render = metrics_renderer(engine, "production")
         body = render()
@@ -90,6 +99,10 @@ def main() -> int:
             "scrape_ms": round(median_s(render, args.repeat) * 1000, 1),
             "scrape_bytes": len(body),
             "figures_ms": round(median_s(lambda: figures(engine), args.repeat) * 1000, 1),
+            "unregistered": args.unregistered,
+            "figures_with_mailbox_ms": round(median_s(lambda: figures(engine, mailbox), args.repeat) * 1000, 1),
+            "scrape_with_mailbox_ms": round(median_s(metrics_renderer(engine, "production", mailbox), args.repeat)
+                                            * 1000, 1),
             "drift_ms_none_differ": round(median_s(lambda: projection.drift(engine), args.repeat) * 1000, 1),
         }
         client.hdel(key, *[f"F{i}" for i in range(10)])
@@ -100,6 +113,7 @@ def main() -> int:
         client.delete(key)
         client.close()
         engine.dispose()
+        mailbox.dispose()
         bp.drop([name])
     return 0
 

@@ -134,6 +134,20 @@ class Mailbox:
         read-only (shadow) mailbox every row by id, whoever marked it (the watermark read, OPS-3)."""
         return self.ids_above(after_id, limit) if self.read_only else self.unprocessed_ids(after_id, limit)
 
+    def unseen_rows(self, after_id: int, cap: int) -> tuple[int, datetime | None, int]:
+        """The rows ``fresh_ids`` would return above ``after_id``, counted up to ``cap`` (a read
+        bounded by primary key): (how many, the earliest CMINMSGS_DATE_RECEIVED among them, how
+        many carry one). The monitor's measure of work the intake has not registered yet."""
+        cid, received = cminmsgs.c.CMINMSGS_ID, cminmsgs.c.CMINMSGS_DATE_RECEIVED
+        q = select(cid, received.label("received")).where(cid > after_id)
+        if not self.read_only:
+            q = q.where(cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
+        rows = q.order_by(cid).limit(cap).subquery()
+        with self.engine.connect() as conn:
+            count, oldest, stamped = conn.execute(
+                select(func.count(), func.min(rows.c.received), func.count(rows.c.received))).one()
+        return int(count), oldest, int(stamped)
+
     def ids_above(self, after_id: int, limit: int) -> list[int]:
         q = (select(cminmsgs.c.CMINMSGS_ID).where(cminmsgs.c.CMINMSGS_ID > after_id)
              .order_by(cminmsgs.c.CMINMSGS_ID).limit(limit))

@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import outbox, queue
+from msgx_engine.store import monitoring, outbox, queue
 
 
 @dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Backlog:
     unregistered: int            # mailbox rows above the largest id accounted for, unmarked (shadow: any)
     open_messages: int           # registered, not terminal (PENDING/FAILED)
     backfill_pending: int        # terminal, mailbox mark not yet written
-    dead: int
+    dead: int                    # DEAD messages no operator acknowledged (the dead-letter count)
     oldest_open_created_at: datetime | None
     top_mailbox_id: int
     unsent_events: int
@@ -34,7 +34,7 @@ def backlog(engine: Engine, mailbox: Mailbox, *, probe_limit: int = 1000) -> Bac
     with engine.connect() as conn:
         base = queue.intake_position(conn).accounted_for
         open_count, oldest = queue.open_summary(conn)
-        dead = queue.dead_count(conn)
+        dead = monitoring.waiting_dead_count(conn)
         todo = queue.pending_todos(conn)
         unsent = outbox.unsent_count(conn)
     new_ids = mailbox.fresh_ids(base, probe_limit)

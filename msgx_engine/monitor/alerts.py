@@ -1,4 +1,5 @@
-"""Alerting on state changes (OPS-2): one alert when a check starts failing, one when it recovers.
+"""Alerting on state changes: one alert when a check starts failing, one when it recovers, and one
+more each time a failing count of dead letters or dead events rises.
 
 ``Alerter.evaluate`` reads the figures, runs every check, and in one short transaction compares
 each result with ``alert_state`` (migration 0013) and stores it. A change is logged at ERROR
@@ -9,8 +10,13 @@ so a webhook that was down is tried again by the next evaluation and a change is
 when it comes back, never once per minute. After the first failed POST of an evaluation the rest
 wait for the next one: a dead webhook costs one timeout per minute, not one per check.
 
-The evaluation runs in its own job (``monitor_job``), never in the pump, so a dead or slow webhook
-cannot hold up processing.
+A failing check that counts what an operator must handle (``CheckResult.rising``: dead letters,
+dead outbox events) alerts again whenever its count is higher than at the previous evaluation,
+naming the new ids: logged at ERROR at once and posted to the webhook once, retried like a state
+change when the webhook is down (the rise waits in ``alert_state.notified_detail``). A count that
+stays or falls raises nothing.
+
+The evaluation never runs in the pump, so a dead or slow webhook cannot hold up processing.
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ import logging
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
-from msgx_engine.monitor.checks import CheckResult, Drift, evaluate
+from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.monitor.checks import CheckResult, Drift, Rising, evaluate
 from msgx_engine.monitor.figures import Figures, figures
 from msgx_engine.redact import safe_text, url_for_log
 from msgx_engine.store import monitoring
@@ -60,10 +67,41 @@ def alert_text(result: CheckResult, *, mode: str, failing: bool) -> str:
     return f"[msgx {mode}] {result.name} {state}: {result.summary}"
 
 
+NAMED_IDS = 20      # a rise's text names at most this many new ids
+
+
+def rise_text(result: CheckResult, tally: monitoring.Tally, *, mode: str) -> str:
+    """The alert for a rise: from how many to how many, the new ids, then the check's summary."""
+    rising = result.rising
+    assert rising is not None
+    new = ", ".join(str(i) for i in tally.new[:NAMED_IDS])
+    more = f" and {len(tally.new) - NAMED_IDS} more" if len(tally.new) > NAMED_IDS else ""
+    named = f"; new: {rising.id_label} {new}{more}" if new else ""
+    return (f"[msgx {mode}] {result.name} FAILING, rising: {rising.noun} rose from {tally.rose_from} to "
+            f"{rising.count}{named}. {result.summary}")
+
+
+def next_tally(rising: Rising, before: monitoring.Tally | None) -> monitoring.Tally:
+    """The tally after this evaluation of a failing counting check. ``before``: the tally of the
+    previous evaluation while it was failing (None: it has just started failing). A rise is a
+    count higher than then; the new ids are those not seen then; an unposted rise stays pending."""
+    if before is None:
+        return monitoring.Tally(rising.count, rising.ids)
+    if rising.count <= before.count:
+        return monitoring.Tally(rising.count, rising.ids, before.pending, before.new, before.rose_from)
+    seen = set(before.ids)
+    new = tuple(i for i in rising.ids if i not in seen)
+    if before.pending:
+        return monitoring.Tally(rising.count, rising.ids, True, tuple(sorted(set(before.new) | set(new))),
+                                before.rose_from)
+    return monitoring.Tally(rising.count, rising.ids, True, new, before.count)
+
+
 @dataclass
 class Evaluation:
     results: list[CheckResult]
     changed: list[str] = field(default_factory=list)      # checks whose state changed in this evaluation
+    rose: list[str] = field(default_factory=list)         # failing counts that rose in this evaluation
     announced: list[str] = field(default_factory=list)    # announcements the webhook accepted
     announce_errors: list[str] = field(default_factory=list)
     figures: Figures | None = None
@@ -75,8 +113,11 @@ class Evaluation:
 
 class Alerter:
     def __init__(self, engine: Engine, *, webhook_url: str | None, mode: str = "production",
-                 drift_probe: DriftProbe | None = None, timeout_s: float = WEBHOOK_TIMEOUT_S) -> None:
+                 drift_probe: DriftProbe | None = None, timeout_s: float = WEBHOOK_TIMEOUT_S,
+                 mailbox: Mailbox | None = None, kafka_configured: bool = True) -> None:
         self.engine = engine
+        self.mailbox = mailbox
+        self.kafka_configured = kafka_configured       # False: delivery_backlog reports "not configured"
         self.webhook_url = webhook_url
         self.mode = mode
         self.drift_probe = drift_probe
@@ -92,7 +133,7 @@ class Alerter:
             return Drift(total=0, error=safe_text(exc))
 
     def evaluate(self) -> Evaluation:
-        f = figures(self.engine)
+        f = replace(figures(self.engine, self.mailbox), kafka_configured=self.kafka_configured)
         results = evaluate(f, self._drift())
         evaluation = Evaluation(results, figures=f)
         by_name = {r.name: r for r in results}
@@ -111,19 +152,43 @@ class Alerter:
                         log.error("ALERT %s", alert_text(r, mode=self.mode, failing=True))
                     else:
                         log.warning("alert cleared: %s", alert_text(r, mode=self.mode, failing=False))
+                if r.rising is not None:
+                    self._tally(conn, r, before, failing, evaluation)
             states = monitoring.alert_states(conn)
         self._announce(evaluation, states, by_name)
         return evaluation
+
+    def _tally(self, conn: Connection, r: CheckResult, before: monitoring.AlertState | None, failing: bool,
+               evaluation: Evaluation) -> None:
+        """Store a counting check's tally; a rise is logged at ERROR here, once."""
+        assert r.rising is not None
+        if not failing:
+            if before is not None and before.notified_detail is not None:
+                monitoring.record_tally(conn, r.name, None)
+            return
+        previous = before.tally if before is not None and before.failing else None
+        tally = next_tally(r.rising, previous)
+        if previous is not None and r.rising.count > previous.count:
+            evaluation.rose.append(r.name)
+            log.error("ALERT %s", rise_text(r, tally, mode=self.mode))
+        monitoring.record_tally(conn, r.name, tally)
 
     def _announce(self, evaluation: Evaluation, states: dict[str, monitoring.AlertState],
                   by_name: dict[str, CheckResult]) -> None:
         if not self.webhook_url:
             return
-        # never announced and passing: nothing happened worth a message
-        due = [s for s in states.values() if not s.announced and (s.failing or s.notified_failing is not None)
-               and s.check_name in by_name]
+        # never announced and passing: nothing happened worth a message; a failing count that rose
+        # since its last announcement is announced again
+        due = [s for s in states.values() if s.check_name in by_name and (
+            (not s.announced and (s.failing or s.notified_failing is not None)) or self._rise_due(s))]
         for state in due:
-            text = alert_text(by_name[state.check_name], mode=self.mode, failing=state.failing)
+            result = by_name[state.check_name]
+            tally = state.tally if state.failing else None
+            rise = tally if tally is not None and tally.pending else None
+            if rise is not None:       # a rise not yet posted (maybe with the state change itself)
+                text = rise_text(result, rise, mode=self.mode)
+            else:
+                text = alert_text(result, mode=self.mode, failing=state.failing)
             try:
                 post_webhook(self.webhook_url, text, timeout_s=self.timeout_s)
             except WebhookError as exc:
@@ -133,8 +198,17 @@ class Alerter:
                 self._note_error(state.check_name, str(exc))
                 return
             with self.engine.begin() as conn:
-                if monitoring.mark_announced(conn, state.check_name, state.failing, state.evaluated_at):
+                marked = state.announced or monitoring.mark_announced(conn, state.check_name, state.failing,
+                                                                      state.evaluated_at)
+                if rise is not None:
+                    marked = monitoring.mark_rise_announced(conn, state.check_name, rise) and marked
+                if marked:
                     evaluation.announced.append(state.check_name)
+
+    @staticmethod
+    def _rise_due(state: monitoring.AlertState) -> bool:
+        tally = state.tally
+        return state.failing and state.announced and tally is not None and tally.pending
 
     def _note_error(self, name: str, error: str) -> None:
         try:

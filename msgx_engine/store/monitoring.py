@@ -1,21 +1,30 @@
-"""The monitor's own tables (migration 0013): worker heartbeats and the alert state of each check.
+"""The monitor's own tables (migrations 0013, 0014): worker heartbeats and the alert state of each
+check; and the monitor's queries over the messages that wait for an operator.
 
 ``heartbeat`` answers "is the pump alive and looping?" for ``/metrics`` from PostgreSQL, so any
 ``msgx serve`` instance reports it, not only the process that runs the pump. ``alert_state`` makes
 alerting edge-triggered across runs: a scheduled evaluation compares each check with the state
 stored here and announces only changes; the announced state is stored separately, so an
 announcement that failed (a dead webhook) is retried by the next evaluation and made once.
+
+A failing check that counts things an operator must handle (dead letters, dead outbox events)
+alerts again whenever the count rises, naming the new ids: ``notified_value`` holds the count its
+last evaluation saw and ``notified_detail`` a ``Tally`` (JSON) with the ids seen then and a rise
+raised but not yet taken by the webhook, so that rise is posted once, by a later evaluation if
+the webhook was down.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Connection, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from msgx_engine.store.tables import alert_state, heartbeat
+from msgx_engine.store.status import Status
+from msgx_engine.store.tables import alert_state, heartbeat, proc_state
 
 PUMP = "pump"
 
@@ -69,10 +78,42 @@ class AlertState:
     notified_failing: bool | None
     notified_at: datetime | None
     notify_error: str | None
+    notified_value: float | None = None
+    notified_detail: str | None = None
 
     @property
     def announced(self) -> bool:
         return self.notified_failing is self.failing
+
+    @property
+    def tally(self) -> Tally | None:
+        """What the counting check saw at its last failing evaluation (None: passing, or not a count)."""
+        return Tally.from_json(self.notified_detail) if self.notified_detail else None
+
+
+@dataclass(frozen=True)
+class Tally:
+    """A failing counting check's ids as of its last evaluation, and a rise not yet posted:
+    ``pending`` with the ``new`` ids it named and the count it ``rose_from``."""
+
+    count: int
+    ids: tuple[int, ...] = ()
+    pending: bool = False
+    new: tuple[int, ...] = ()
+    rose_from: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps({"count": self.count, "ids": list(self.ids), "pending": self.pending,
+                           "new": list(self.new), "rose_from": self.rose_from}, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, raw: str) -> Tally | None:
+        try:
+            doc = json.loads(raw)
+            return cls(int(doc["count"]), tuple(int(i) for i in doc.get("ids", ())), bool(doc.get("pending")),
+                       tuple(int(i) for i in doc.get("new", ())), doc.get("rose_from"))
+        except (ValueError, TypeError, KeyError):
+            return None      # unreadable: treated as no tally (the next evaluation writes a fresh one)
 
 
 _STATE_COLUMNS = [getattr(alert_state.c, f) for f in AlertState.__dataclass_fields__]
@@ -109,3 +150,49 @@ def mark_announced(conn: Connection, name: str, failing: bool, at: datetime) -> 
 
 def note_announce_error(conn: Connection, name: str, error: str) -> None:
     conn.execute(update(alert_state).where(alert_state.c.check_name == name).values(notify_error=error[:500]))
+
+
+def record_tally(conn: Connection, name: str, tally: Tally | None) -> None:
+    """Store a counting check's tally (None clears it: the check passes)."""
+    conn.execute(update(alert_state).where(alert_state.c.check_name == name).values(
+        notified_value=None if tally is None else float(tally.count),
+        notified_detail=None if tally is None else tally.to_json()))
+
+
+def mark_rise_announced(conn: Connection, name: str, posted: Tally) -> bool:
+    """The webhook took the rise in ``posted``: clear it, unless an evaluation stored a newer tally
+    meanwhile (then that one is posted next, naming the ids again: a repeat, never a loss)."""
+    done = Tally(posted.count, posted.ids)
+    res = conn.execute(update(alert_state).where(alert_state.c.check_name == name,
+                                                 alert_state.c.notified_detail == posted.to_json())
+                       .values(notified_detail=done.to_json()))
+    return res.rowcount == 1
+
+
+# --- what waits for an operator ------------------------------------------------------------------------
+# Unacknowledged DEAD and SKIPPED(unsupported) messages: every statement here names the conditions of
+# the partial index proc_state_attention_idx, so it is read, not the table.
+_WAITING_DEAD = (proc_state.c.status == Status.DEAD, proc_state.c.acknowledged_at.is_(None))
+
+
+def waiting_dead_count(conn: Connection) -> int:
+    """DEAD messages no operator has acknowledged: the dead-letter count."""
+    return int(conn.execute(select(func.count()).where(*_WAITING_DEAD)).scalar_one())
+
+
+def waiting_dead_ids(conn: Connection, limit: int) -> list[int]:
+    """Their mailbox ids, oldest first, at most ``limit`` (a rise re-alerts naming the new ones)."""
+    return [int(r[0]) for r in conn.execute(select(proc_state.c.msg_id).where(*_WAITING_DEAD)
+                                            .order_by(proc_state.c.msg_id).limit(limit))]
+
+
+def waiting_unsupported_types(conn: Connection, since: datetime) -> list[tuple[str, int]]:
+    """``TYPE-STYP`` and count of unacknowledged SKIPPED(unsupported) messages registered since
+    ``since`` (the unsupported-types check: what the AODB sends that msgx does not know)."""
+    ps = proc_state.c
+    label = func.concat(func.coalesce(ps.msg_type, "?"), "-", func.coalesce(ps.msg_styp, "?"))
+    rows = conn.execute(select(label, func.count())
+                        .where(ps.status == Status.SKIPPED, ps.reason == "unsupported", ps.acknowledged_at.is_(None),
+                               ps.created_at >= since)
+                        .group_by(label).order_by(label)).fetchall()
+    return [(r[0], int(r[1])) for r in rows]

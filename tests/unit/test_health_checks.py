@@ -1,6 +1,6 @@
-"""The seven health checks of issue 14 item 4 (OPS-2) as pure functions of one figures snapshot:
-backlog age, dead letters, delivery backlog, backfill lag, projection drift, unsupported types,
-request timeouts. Each passes on a healthy snapshot and fails just past its limit."""
+"""The health checks (OPS-2) as pure functions of one figures snapshot: backlog age, dead letters,
+delivery backlog, backfill lag, projection drift, unsupported types, request timeouts, pipeline
+liveness and the stand mapping. Each passes on a healthy snapshot and fails just past its limit."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ from msgx_engine.monitor.checks import (
     Drift,
     evaluate,
 )
-from msgx_engine.monitor.figures import Figures
+from msgx_engine.monitor.figures import Figures, MailboxSide
+from msgx_engine.store.bridges import MappingStatus
+from msgx_engine.store.monitoring import Heartbeat
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -29,17 +31,19 @@ def ago(seconds: float) -> datetime:
 HEALTHY = Figures(now=NOW, open_messages=1, head_id=7, oldest_open_at=ago(3), by_status_reason=[("SUCCEEDED", None, 9)],
                   dead=0, backfill_pending=1, oldest_backfill_at=ago(2), unsent_by_topic={"msg": 2},
                   oldest_unsent_at=ago(1), dead_events=0, requests=[("RQFD", "DONE", 1)],
-                  request_outcomes=[("RQFD", "NONE", "DONE", 4)], unsupported_recent=[], pump_lock_held=True)
+                  request_outcomes=[("RQFD", "NONE", "DONE", 4)], unsupported_recent=[], pump_lock_held=True,
+                  heartbeats=[Heartbeat("pump", 1, "h", ago(600), ago(5))],
+                  mailbox=MailboxSide(True, 3, ago(1)), stand_mapping=MappingStatus(True, 0))
 
 
 def by_name(f: Figures, drift: Drift | None = None) -> dict:
     return {r.name: r for r in evaluate(f, drift)}
 
 
-def test_the_seven_checks_pass_on_a_healthy_snapshot():
-    """Issue 14 item 4: the named checks exist, in a fixed order, and a healthy state passes them all."""
+def test_the_checks_pass_on_a_healthy_snapshot():
+    """OPS-2: the named checks exist, in a fixed order, and a healthy state passes them all."""
     assert list(CHECKS) == ["backlog_age", "dead_letters", "delivery_backlog", "backfill_lag", "projection_drift",
-                            "unsupported_types", "request_timeouts"]
+                            "unsupported_types", "request_timeouts", "pipeline_liveness", "stand_mapping"]
     results = by_name(HEALTHY, Drift(total=0))
     assert all(r.passed for r in results.values()), [r.summary for r in results.values() if not r.passed]
 
@@ -52,6 +56,9 @@ def test_the_seven_checks_pass_on_a_healthy_snapshot():
     ("backfill_lag", {"oldest_backfill_at": ago(MAX_BACKFILL_AGE_S + 1)}),
     ("unsupported_types", {"unsupported_recent": [("ZZZZ-XXXX", 2)]}),
     ("request_timeouts", {"request_outcomes": [("RQFD", "NONE", "TIMEOUT", 5), ("RQRD", "ABDG", "DONE", 6)]}),
+    ("pipeline_liveness", {"pump_lock_held": False, "heartbeats": [], "mailbox": MailboxSide(True, 5, ago(90))}),
+    ("stand_mapping", {"stand_mapping": MappingStatus(False, 2)}),
+    ("stand_mapping", {"stand_mapping": MappingStatus(True, 1)}),
 ])
 def test_each_check_fails_past_its_limit_and_only_it(name, change):
     """OPS-2: each check turns failing on its own condition, with a summary that names the figure."""
