@@ -25,7 +25,8 @@ def archive_op(context: dg.OpExecutionContext, config: ArchiveConfig, msgx: Msgx
     context.log.info("archive:\n" + "\n".join(report.lines()))
     materialize(context, PROC_STATE, {"dry_run": report.dry_run, "batches": report.batches,
                                       "projection_errors": report.projection_errors,
-                                      "audit_id": report.audit_id or 0, **report.counts}, observe=True)
+                                      "audit_id": report.audit_id or 0, **report.counts,
+                                      **{f"kept_{why}": n for why, n in report.kept.items()}}, observe=True)
 
 
 @dg.job(tags=singleton("archive"), executor_def=dg.in_process_executor,

@@ -11,7 +11,10 @@ latest documents of a flush as one JSON array instead, key ``schd`` (one partiti
 stay in order), split into several arrays only where one would exceed ``ARRAY_MAX_BYTES``.
 
 Order is promised per FLID only (C-29): a flight whose event failed waits, with its later
-events, for that event's backoff; every other flight's events keep flowing (issue 13 item 8).
+events, for that event's backoff; every other flight's events keep flowing (issue 13 item 8). A
+dead event goes on holding its flight's later events of the topic back until an operator revives
+it (``msgx outbox --apply``); revived, it is the oldest of its flight and goes first, so it is
+never overtaken.
 
 Between rounds with nothing due it pauses ``poll_s``; the pump's inline dispatcher is woken
 instead the moment the pump commits released events (``wake``), so a record does not wait out a
@@ -154,11 +157,13 @@ class Dispatcher:
         self.lock = SessionLock(engine, locks.DISPATCHER, "msgx dispatcher", DispatcherBusy)
         self.conn: Connection | None = None
         self._last_schd_flush = time.monotonic()
+        self._dead: set[int] = set()     # dead events known to this dispatcher: their flights wait (revive)
 
     # --- loop ---------------------------------------------------------------------------------
     def run(self) -> DispatchSummary:
         summary = DispatchSummary()
         self.conn = self.lock.acquire()
+        self._load_dead()
         listens = self.options.listen and self.options.run_for_s > 0
         try:
             with ReleaseListener(self.engine, self.wake) if listens else nullcontext():
@@ -185,6 +190,7 @@ class Dispatcher:
                     raise
                 log.warning("dispatcher lost the PostgreSQL connection: %s", exc.__class__.__name__)
                 self.conn = self.lock.reacquire(opts.reconnect_for_s)
+                self._load_dead()
                 summary.reconnects += 1
                 continue
             if self.on_heartbeat and time.monotonic() - last_beat >= opts.heartbeat_s:
@@ -207,7 +213,7 @@ class Dispatcher:
     # --- msg ------------------------------------------------------------------------------------
     def _send_msg(self, summary: DispatchSummary) -> bool:
         conn = self._conn()
-        events = outbox.due_events(conn, TOPIC_MSG, self.clock.now(), self.options.msg_batch)
+        events = outbox.due_events(conn, TOPIC_MSG, self.clock.now(), self.options.msg_batch, dead=self._dead)
         conn.commit()
         if not events:
             return False
@@ -232,7 +238,7 @@ class Dispatcher:
 
     def _flush_schd(self, summary: DispatchSummary) -> bool:
         conn = self._conn()
-        events = outbox.due_events(conn, TOPIC_SCHD, self.clock.now(), self.options.schd_batch)
+        events = outbox.due_events(conn, TOPIC_SCHD, self.clock.now(), self.options.schd_batch, dead=self._dead)
         conn.commit()
         self._last_schd_flush = time.monotonic()
         if not events:
@@ -255,11 +261,19 @@ class Dispatcher:
         outbox.mark_sent(conn, sent, now)
         dead = outbox.mark_failed(conn, failures, now, self.options.policy)
         conn.commit()
+        self._dead.update(dead)
         summary.failed += len(failures)
         summary.dead += len(dead)
         if failures:
             log.warning("%s event(s) not delivered, backing off: %s", len(failures), safe_text(failures[0][1]))
         return len(dead)
+
+    def _load_dead(self) -> None:
+        """The dead events there are when this dispatcher takes the lock (one scan; it alone
+        dead-letters events while it holds the lock, so ``_record`` keeps the set complete)."""
+        conn = self._conn()
+        self._dead = set(outbox.dead_event_ids(conn))
+        conn.commit()
 
     def _conn(self) -> Connection:
         assert self.conn is not None, "run() owns the connection"

@@ -5,10 +5,12 @@ picks up where the last committed batch ended: every step selects what is still 
 
 1. **messages**: terminal messages registered before the cutoff, with nothing still owed (no
    pending mark, no undelivered event), move with their history and events into the archive
-   tables (``store.archive``). The cutoff is ``now - max(retention, identity window)``: an
-   identity binding lives on its message's row, so a message is never archived while its binding
-   may still dedupe a later arrival (D26), and a mailbox id once registered is never registered
-   again (intake looks archived ids up).
+   tables (``store.archive``). A message that waits for an operator (an unacknowledged DEAD or
+   SKIPPED(unsupported) one) is kept whatever its age, and the report says how many and why.
+   The cutoff is ``now - max(retention, identity window)``: an identity binding lives on its
+   message's row, so a message is never archived while its binding may still dedupe a later
+   arrival (D26), and a mailbox id once registered is never registered again (intake looks
+   archived ids up).
 2. **unowned flights** (FDAY NULL, D31) idle for ``purge_after`` are retired: soft-deleted with a
    tombstone, so Kafka consumers, the projection and ``GET /all/flights`` learn it.
 3. **soft-deleted flights** older than ``purge_after`` whose tombstones were delivered are
@@ -75,6 +77,7 @@ class ArchiveReport:
     batches: int = 0
     projection_errors: int = 0
     audit_id: int | None = None
+    kept: dict[str, int] = field(default_factory=dict)    # old enough, kept: they wait for an operator
 
     def add(self, counts: dict[str, int]) -> None:
         for k, v in counts.items():
@@ -90,6 +93,20 @@ class ArchiveReport:
         out += [f"{name:<28}{n:>10}" for name, n in sorted(self.counts.items())]
         out.append(f"{verb} {self.changed} row(s) in {self.batches} batch(es)"
                    + (f"; {self.projection_errors} projection error(s)" if self.projection_errors else ""))
+        out += self.kept_lines()
+        return out
+
+    def kept_lines(self) -> list[str]:
+        """Why messages old enough to archive stayed, in the operator's words."""
+        dead, unsupported = self.kept.get("dead", 0), self.kept.get("unsupported", 0)
+        out = []
+        if dead:
+            out.append(f"kept {dead} dead message(s) that wait for an operator: replay, skip or acknowledge "
+                       "them first (msgx replay --status DEAD shows them)")
+        if unsupported:
+            out.append(f"kept {unsupported} message(s) of a type this version does not handle (skipped as "
+                       "unsupported) that wait for an operator: replay or acknowledge them first "
+                       "(msgx replay --status SKIPPED --reason unsupported shows them)")
         return out
 
 
@@ -104,6 +121,9 @@ class Archiver:
         now = self.clock.now()
         report = ArchiveReport(dry_run)
         ledger_day = now.astimezone(AIRPORT_TZ).date() - timedelta(days=policy.ledger_retention.days)
+        with self.engine.connect() as conn:
+            report.kept = archive.count_kept(conn, policy.message_cutoff(now))
+            conn.rollback()
         if dry_run:
             with self.engine.connect() as conn:
                 report.add(archive.count_archivable(conn, policy.message_cutoff(now)))
@@ -119,7 +139,8 @@ class Archiver:
             with self.engine.begin() as conn:
                 report.audit_id = audit.record(conn, operator, "archive", reason, policy.as_json(),
                                                {**report.counts, "batches": report.batches,
-                                                "projection_errors": report.projection_errors})
+                                                "projection_errors": report.projection_errors,
+                                                "kept_waiting": report.kept})
         log.info("archive: %s", ", ".join(f"{k}={v}" for k, v in sorted(report.counts.items())) or "nothing to do")
         return report
 

@@ -5,15 +5,20 @@ INV-25, FS §3.6/§7, D2, D31). Owner of ``proc_state_archive``, ``proc_state_hs
 
 A message may be archived when it is terminal, was registered before the cutoff, owes no mailbox
 mark (no PENDING backfill todo) and every one of its events was delivered (``sent_at`` set; a
-dead-lettered event is undelivered and keeps its message). Its ``proc_state`` row (with the mark's
-outcome), its history and its events are copied column for column and then deleted; the copies
-are ``ON CONFLICT DO NOTHING``, so a batch redone after a crash converges. The mailbox ids stay
+dead-lettered event is undelivered and keeps its message), and it does not wait for an operator:
+an unacknowledged DEAD or SKIPPED(unsupported) message (``tables.ATTENTION_WHERE``) stays, whatever
+its age, with its history and events, until it is replayed, skipped or acknowledged. Its
+``proc_state`` row (with the mark's outcome), its history and its events are copied column
+for column and then deleted; the copies are ``ON CONFLICT DO NOTHING``, so a batch redone after a
+crash converges. The mailbox ids stay
 in ``proc_state_archive``, where intake looks them up (``store.queue.unregistered``).
 
 Flights: an unowned row (FDAY NULL, D31) not updated since the purge cutoff is retired like a
 delete (D2: ``deleted``, ``state_version + 1``, a released tombstone event under the housekeeping
-mailbox id 0); a soft-deleted flight whose delete is older than the purge cutoff and whose events
-were all delivered is removed with its detail rows. Ledgers (``schd_gen``, ``schd_gen_flid``,
+mailbox id 0), a code-share master together with its live children and only when they are idle
+and unowned too, so no live child is left pointing at a retired master (decision L5); a
+soft-deleted flight whose delete is older than the purge cutoff and whose events were all
+delivered is removed with its detail rows. Ledgers (``schd_gen``, ``schd_gen_flid``,
 ``schd_gen_run``) of days before the ledger cutoff are removed day by day; a live day's ledger
 is never touched, so its diff-delete keeps both its member list and its flights' FDAY.
 """
@@ -27,6 +32,7 @@ from sqlalchemy import Connection, Table, text
 from msgx_engine.store import outbox
 from msgx_engine.store.status import TERMINAL, TodoStatus, sql_in
 from msgx_engine.store.tables import (
+    ATTENTION_WHERE,
     detail_tables,
     msg_event,
     msg_event_archive,
@@ -45,8 +51,12 @@ def _cols(table: Table) -> str:
 
 
 # --- messages --------------------------------------------------------------------------------------
+# What waits for an operator (unacknowledged DEAD and SKIPPED(unsupported)) is kept whatever its age:
+# archived, it would be out of replay's reach and out of the dead-letter count with its business
+# effect lost. ``IS NOT TRUE``: a NULL reason must not make the test unknown and keep a row by accident.
+_KEPT = f"({ATTENTION_WHERE})"
 _ARCHIVABLE = (
-    f"p.status IN {_TERMINAL_SQL} AND p.created_at < :cutoff "
+    f"p.status IN {_TERMINAL_SQL} AND p.created_at < :cutoff AND {_KEPT} IS NOT TRUE "
     "AND NOT EXISTS (SELECT 1 FROM backfill_todo t WHERE t.msg_id = p.msg_id "
     f"AND t.status = '{TodoStatus.PENDING}') "
     "AND NOT EXISTS (SELECT 1 FROM msg_event e WHERE e.msg_id = p.msg_id AND e.sent_at IS NULL)")
@@ -71,6 +81,16 @@ def count_archivable(conn: Connection, cutoff: datetime) -> dict[str, int]:
         "(SELECT count(*) FROM backfill_todo t WHERE t.msg_id IN (SELECT msg_id FROM a))"),
         {"cutoff": cutoff}).one()
     return {"proc_state": row[0], "proc_state_hst": row[1], "msg_event": row[2], "backfill_todo": row[3]}
+
+
+def count_kept(conn: Connection, cutoff: datetime) -> dict[str, int]:
+    """Messages old enough to archive that are kept because they wait for an operator, by why:
+    ``dead`` (DEAD, not acknowledged) and ``unsupported`` (SKIPPED(unsupported), not acknowledged).
+    One statement over the partial index ``proc_state_attention_idx``."""
+    rows = conn.execute(text(f"SELECT p.status, count(*) FROM proc_state p WHERE {ATTENTION_WHERE} "
+                             "AND p.created_at < :cutoff GROUP BY p.status"), {"cutoff": cutoff})
+    by_status = {r[0]: int(r[1]) for r in rows}
+    return {"dead": by_status.get("DEAD", 0), "unsupported": by_status.get("SKIPPED", 0)}
 
 
 _PS_COPY = (
@@ -114,25 +134,43 @@ def move_housekeeping_events(conn: Connection, cutoff: datetime) -> int:
 
 
 # --- flights -------------------------------------------------------------------------------------------
-_UNOWNED = ("f.fday IS NULL AND NOT f.deleted AND f.maid IS NULL AND f.updated_at < :cutoff "
-            "AND f.flid NOT IN (SELECT flid FROM schd_gen_flid)")
+def _idle_unowned(row: str) -> str:
+    """A live flight no day owns (D31), not updated since the purge cutoff."""
+    return (f"{row}.fday IS NULL AND NOT {row}.deleted AND {row}.updated_at < :cutoff "
+            f"AND {row}.flid NOT IN (SELECT flid FROM schd_gen_flid)")
+
+
+# What archiving retires, one unit at a time (decision L5, INV-21: never a live code-share child of a
+# deleted master): a flight that is no child, together with its live children, when it and every one
+# of them are idle and unowned (a child that must stay keeps its master live); and a child whose
+# master is not live (missing or deleted), which no master's MAFL lists.
+_UNOWNED = (f"{_idle_unowned('f')} AND ("
+            "(f.maid IS NULL AND NOT EXISTS (SELECT 1 FROM flight_schd c WHERE c.maid = f.flid AND NOT c.deleted "
+            f"AND NOT ({_idle_unowned('c')}))) "
+            "OR (f.maid IS NOT NULL AND NOT EXISTS (SELECT 1 FROM flight_schd m WHERE m.flid = f.maid "
+            "AND NOT m.deleted)))")
+_WITH_CHILDREN = ("flid IN (SELECT flid FROM picked) "
+                  "OR (NOT deleted AND maid IN (SELECT flid FROM picked WHERE maid IS NULL))")
 _PURGEABLE = ("f.deleted AND f.deleted_at < :cutoff "
               "AND f.flid NOT IN (SELECT flid FROM msg_event WHERE sent_at IS NULL)")
 
 
 def count_flights(conn: Connection, cutoff: datetime) -> dict[str, int]:
-    row = conn.execute(text(f"SELECT (SELECT count(*) FROM flight_schd f WHERE {_UNOWNED}), "
+    row = conn.execute(text(f"WITH picked AS (SELECT f.flid, f.maid FROM flight_schd f WHERE {_UNOWNED}) "
+                            f"SELECT (SELECT count(*) FROM flight_schd WHERE {_WITH_CHILDREN}), "
                             f"(SELECT count(*) FROM flight_schd f WHERE {_PURGEABLE})"), {"cutoff": cutoff}).one()
     return {"flight_schd retired": row[0], "flight_schd purged": row[1]}
 
 
 def retire_unowned(conn: Connection, cutoff: datetime, now: datetime, limit: int) -> list[tuple[str, int]]:
-    """Soft-delete up to ``limit`` unowned rows idle since ``cutoff`` (D31), each with a released
+    """Soft-delete up to ``limit`` unowned rows idle since ``cutoff`` (D31), a master with its live
+    children (all idle and unowned, or it is not picked: decision L5), each with a released
     tombstone; returns (FLID, new state_version). The caller holds the writer row lock."""
     rows = conn.execute(text(
+        f"WITH picked AS (SELECT f.flid, f.maid FROM flight_schd f WHERE {_UNOWNED} ORDER BY f.flid "
+        "LIMIT :limit FOR UPDATE SKIP LOCKED) "
         "UPDATE flight_schd SET deleted = true, deleted_at = :now, updated_at = :now, "
-        "state_version = state_version + 1 WHERE flid IN "
-        f"(SELECT f.flid FROM flight_schd f WHERE {_UNOWNED} ORDER BY f.flid LIMIT :limit FOR UPDATE SKIP LOCKED) "
+        f"state_version = state_version + 1 WHERE {_WITH_CHILDREN} "
         "RETURNING flid, state_version"), {"cutoff": cutoff, "now": now, "limit": limit}).fetchall()
     retired = sorted((r[0], int(r[1])) for r in rows)
     outbox.insert(conn, [outbox.tombstone_event(HOUSEKEEPING_MSG_ID, flid, v) for flid, v in retired])

@@ -15,13 +15,15 @@ Dispatcher side: only released events (``released_at`` set in transaction 2) are
 per logical topic. Order is promised per FLID (C-29), so a flight whose event is in backoff holds
 back only its own later events: ``due_events`` leaves out every event of such a flight and returns
 the other flights' events. An event is marked sent only after its delivery report; a failed one
-backs off, stays visible with its error and turns DEAD after ``max_attempts`` with an alert.
+backs off, stays visible with its error and turns DEAD after ``max_attempts`` with an alert. A dead
+event keeps holding its flight's later events of the topic back until an operator revives it
+(``revive_dead``, ``msgx outbox --apply``); it is then delivered first, so it is never overtaken.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import overload
@@ -31,7 +33,7 @@ from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, 
 from msgx_engine.sis.decode import Meta
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import dumps, state_document, state_json, tombstone_json
-from msgx_engine.store import bulk
+from msgx_engine.store import bulk, metric_totals
 from msgx_engine.store.tables import msg_event, msg_event_archive
 
 log = logging.getLogger(__name__)
@@ -216,12 +218,21 @@ class SendPolicy:
 _unsent = (msg_event.c.released_at.is_not(None), msg_event.c.sent_at.is_(None), msg_event.c.dead_at.is_(None))
 
 
-def due_events(conn: Connection, topic: str, now: datetime, limit: int) -> list[OutboxEvent]:
+def due_events(conn: Connection, topic: str, now: datetime, limit: int, *,
+               dead: Collection[int]) -> list[OutboxEvent]:
     """Unsent released events of ``topic`` in ``event_id`` order, without any event of a flight that
-    has an unsent event in backoff: that flight's later events wait behind it (per-FLID order,
-    C-29), every other flight's events go (one undeliverable record never holds back the topic)."""
+    has an unsent event in backoff or a dead event: that flight's later events wait behind it
+    (per-FLID order, C-29) until it is delivered, or revived by an operator and then delivered
+    first; every other flight's events go (one undeliverable record never holds back the topic).
+
+    ``dead``: the ids of events the caller knows to be dead (``dead_event_ids`` when it starts, plus
+    those ``mark_failed`` dead-letters since). Dead events are outside the unsent index, so they are
+    looked up by primary key here rather than found by a scan on every poll; an id revived since
+    no longer holds its flight back."""
     c = msg_event.c
-    waiting = select(c.flid).where(c.topic == topic, *_unsent, c.next_send_at > now)
+    backoff = select(c.flid).where(c.topic == topic, *_unsent, c.next_send_at > now)
+    waiting = backoff if not dead else backoff.union_all(select(c.flid).where(
+        c.event_id.in_(list(dead)), c.topic == topic, c.dead_at.is_not(None), c.sent_at.is_(None)))
     rows = conn.execute(
         select(c.event_id, c.msg_id, c.flid, c.kind, c.state_version, c.payload)
         .where(c.topic == topic, *_unsent, c.flid.not_in(waiting)).order_by(c.event_id).limit(limit)).fetchall()
@@ -245,14 +256,20 @@ def oldest_unsent_released_at(conn: Connection) -> datetime | None:
     return conn.execute(select(func.min(msg_event.c.released_at)).where(*_unsent)).scalar()
 
 
+# The delivered mark and, in the same statement, the durable delivered totals of the events it
+# marked (``store.metric_totals``): counted once, by the transaction that records the delivery.
+_MARK_SENT_SQL = (
+    "WITH s AS (UPDATE msg_event SET sent_at = %(now)s, send_error = NULL, next_send_at = NULL "
+    "WHERE event_id = ANY(%(ids)s) AND sent_at IS NULL RETURNING topic, released_at), "
+    f"{metric_totals.delivered_cte('s')} SELECT count(*) FROM s")
+
+
 def mark_sent(conn: Connection, event_ids: Sequence[int], now: datetime) -> int:
-    """Record successful delivery; an event already marked (a concurrent resend) stays as it was."""
+    """Record successful delivery (``now``: when Kafka acknowledged it); an event already marked
+    (a concurrent resend) stays as it was and is not counted again."""
     if not event_ids:
         return 0
-    res = conn.execute(update(msg_event).where(
-        msg_event.c.event_id.in_(list(event_ids)),
-        msg_event.c.sent_at.is_(None)).values(sent_at=now, send_error=None, next_send_at=None))
-    return res.rowcount
+    return int(conn.exec_driver_sql(_MARK_SENT_SQL, {"ids": sorted(event_ids), "now": now}).scalar_one())
 
 
 def mark_failed(conn: Connection, failures: Sequence[tuple[int, str]], now: datetime,
@@ -279,12 +296,60 @@ def mark_failed(conn: Connection, failures: Sequence[tuple[int, str]], now: date
     return dead
 
 
-def revive_dead(conn: Connection, event_ids: Sequence[int] | None = None) -> int:
-    """Operator action: give dead events (all, or the given ones) a fresh set of attempts."""
+def revive_dead(conn: Connection, event_ids: Sequence[int] | None = None) -> list[int]:
+    """Operator action (``msgx outbox --apply``): give dead events (all, or the given ones) a fresh
+    set of attempts, due at once. The last error stays for the record. Each one is still the oldest
+    unsent event of its flight and topic (``due_events`` held the flight's later events back while
+    it was dead), so it is delivered first. Returns the revived ids in order."""
     q = update(msg_event).where(msg_event.c.dead_at.is_not(None), msg_event.c.sent_at.is_(None))
     if event_ids is not None:
         q = q.where(msg_event.c.event_id.in_(list(event_ids)))
-    return conn.execute(q.values(dead_at=None, send_attempts=0, next_send_at=None)).rowcount
+    rows = conn.execute(q.values(dead_at=None, send_attempts=0, next_send_at=None).returning(msg_event.c.event_id))
+    return sorted(r[0] for r in rows)
+
+
+def dead_event_ids(conn: Connection) -> list[int]:
+    """Every dead, undelivered event (a scan: dead events are outside the unsent index; a
+    dispatcher reads this once when it starts)."""
+    return [r[0] for r in conn.execute(select(msg_event.c.event_id).where(
+        msg_event.c.dead_at.is_not(None), msg_event.c.sent_at.is_(None)).order_by(msg_event.c.event_id))]
+
+
+@dataclass(frozen=True)
+class DeadEvent:
+    """A dead outbox event as an operator sees it (``msgx outbox``)."""
+
+    event_id: int
+    topic: str
+    flid: str
+    msg_id: int
+    kind: str
+    attempts: int
+    error: str | None
+    released_at: datetime | None
+    dead_at: datetime
+    held_behind: int        # later undelivered events of the same flight and topic waiting behind it
+
+
+def dead_events(conn: Connection, event_ids: Sequence[int] | None = None, *, limit: int = 1000,
+                for_update: bool = False) -> list[DeadEvent]:
+    """Dead, undelivered events in ``event_id`` order (all, or among ``event_ids``), each with how
+    many later events of its flight wait behind it."""
+    e = msg_event.alias("e")
+    later = msg_event.alias("l")
+    held = (select(func.count()).where(later.c.topic == e.c.topic, later.c.flid == e.c.flid,
+                                       later.c.event_id > e.c.event_id, later.c.released_at.is_not(None),
+                                       later.c.sent_at.is_(None), later.c.dead_at.is_(None))
+            .scalar_subquery())
+    q = (select(e.c.event_id, e.c.topic, e.c.flid, e.c.msg_id, e.c.kind, e.c.send_attempts, e.c.send_error,
+                e.c.released_at, e.c.dead_at, held)
+         .where(e.c.dead_at.is_not(None), e.c.sent_at.is_(None)).order_by(e.c.event_id).limit(limit))
+    if event_ids is not None:
+        q = q.where(e.c.event_id.in_(list(event_ids)))
+    if for_update:
+        q = q.with_for_update(of=e)
+    return [DeadEvent(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], int(r[9]))
+            for r in conn.execute(q)]
 
 
 def unsent_count_upto(conn: Connection, topic: str, limit: int) -> int:

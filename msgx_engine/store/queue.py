@@ -22,9 +22,16 @@ import orjson
 from sqlalchemy import Connection, Row, Select, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from msgx_engine.store import identity
+from msgx_engine.store import identity, metric_totals
 from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
-from msgx_engine.store.tables import backfill_todo, intake_gap, intake_state, proc_state, proc_state_archive
+from msgx_engine.store.tables import (
+    ATTENTION_WHERE,
+    backfill_todo,
+    intake_gap,
+    intake_state,
+    proc_state,
+    proc_state_archive,
+)
 
 log = logging.getLogger(__name__)
 
@@ -137,14 +144,15 @@ def _status_sql(columns: tuple[str, ...], terminal: bool, writer_guard: bool, bi
     writer row lock instead of the pump's advisory lock) only the row's being open is checked."""
     sets = ", ".join(f"{c} = %(v_{c})s" for c in columns)
     guard = " AND pg_backend_pid() = %(pid)s" if writer_guard else ""
+    returning = "msg_id, created_at, status, msg_type, msg_styp" if terminal else "msg_id, created_at"
     parts = [
         f"u AS (UPDATE proc_state SET {sets} WHERE msg_id = %(msg_id)s AND status IN {_OPEN_SQL}"
-        f"{guard} RETURNING msg_id, created_at)",
+        f"{guard} RETURNING {returning})",
         "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_class, error_detail, attempt, at) "
         "SELECT msg_id, %(h_status)s::text, %(h_reason)s::text, %(h_error_class)s::text, "
         "%(h_error_detail)s::text, %(h_attempt)s::int, %(now)s::timestamptz FROM u)"]
-    if terminal:
-        parts += [_TODO_CTE, _RELEASE_CTE]
+    if terminal:     # ... and the durable totals of what ended (``store.metric_totals``)
+        parts += [_TODO_CTE, _RELEASE_CTE, metric_totals.terminal_cte("u")]
     if bind:
         parts.append(identity.binding_cte("u"))
     bound = "(SELECT count(*) FROM b)" if bind else "1"
@@ -196,16 +204,16 @@ class Applied:
 _GROUP_ROWS_CTE = (
     "v AS (SELECT * FROM json_to_recordset(%(rows)s::json) AS x(msg_id bigint, applied_at timestamptz, "
     "msg_type text, msg_styp text, payload_hash text, identity text, b_hash text))")
-_GROUP_RETURNING = ("RETURNING p.msg_id, p.created_at, v.b_hash, v.identity AS b_identity, "
-                    "v.payload_hash AS b_payload_hash")
+_GROUP_RETURNING = ("RETURNING p.msg_id, p.created_at, p.status, p.msg_type, p.msg_styp, v.b_hash, "
+                    "v.identity AS b_identity, v.payload_hash AS b_payload_hash")
 _APPLIED_COLUMNS = ("applied_at = v.applied_at, msg_type = v.msg_type, msg_styp = v.msg_styp, "
                     "payload_hash = v.payload_hash, identity_key = v.identity")
 _GUARD = "AND pg_backend_pid() = %(pid)s"
 # What a terminal SUCCEEDED writes beside the row (INV-8): its history row, in id order so history
-# ids follow it, the backfill todo and the release of its events.
+# ids follow it, the backfill todo, the release of its events and the durable totals.
 _SUCCEEDED = (f"h AS (INSERT INTO proc_state_hst (msg_id, status, at) "
               f"SELECT msg_id, '{Status.SUCCEEDED}', %(now)s::timestamptz FROM u ORDER BY msg_id), "
-              f"{_TODO_CTE}, {_RELEASE_CTE}")
+              f"{_TODO_CTE}, {_RELEASE_CTE}, {metric_totals.terminal_cte('u')}")
 _SUCCEEDED_SET = (f"status = '{Status.SUCCEEDED}', reason = NULL, error_detail = NULL, terminal_at = %(now)s, "
                   "updated_at = %(now)s, next_attempt_at = NULL, dup_of = NULL")
 
@@ -232,7 +240,8 @@ _MARK_GROUP_SQL = (
 # applied message, what ``write_status`` writes for each of them (the identity is bound already).
 _FINISH_GROUP_SQL = (
     f"WITH u AS (UPDATE proc_state p SET {_SUCCEEDED_SET} WHERE p.msg_id = ANY(%(ids)s) "
-    f"AND p.status IN {_OPEN_SQL} AND p.applied_at IS NOT NULL {_GUARD} RETURNING p.msg_id, p.created_at), "
+    f"AND p.status IN {_OPEN_SQL} AND p.applied_at IS NOT NULL {_GUARD} "
+    "RETURNING p.msg_id, p.created_at, p.status, p.msg_type, p.msg_styp), "
     f"{_SUCCEEDED} SELECT count(*) FROM u")
 
 
@@ -585,6 +594,15 @@ class QueueRow:
     requeued_at: datetime | None
     msg_type: str | None
     msg_styp: str | None
+    acknowledged_at: datetime | None = None     # an operator closed it without a replay
+    acknowledged_by: str | None = None
+
+    @property
+    def waits_for_operator(self) -> bool:
+        """DEAD or SKIPPED(unsupported) and not acknowledged: the set ``tables.ATTENTION_WHERE``
+        names, which the dead-letter count, archiving's retention and acknowledging share."""
+        attention = self.status == Status.DEAD or (self.status == Status.SKIPPED and self.reason == "unsupported")
+        return attention and self.acknowledged_at is None
 
 
 _ROW_COLUMNS = tuple(f for f in QueueRow.__dataclass_fields__)
@@ -634,7 +652,8 @@ def select_messages(conn: Connection, sel: Selection, *, limit: int, for_update:
 
 _REQUEUE_SQL = (
     "WITH u AS (UPDATE proc_state SET status = %(pending)s, reason = NULL, attempts = 0, "
-    "next_attempt_at = NULL, terminal_at = NULL, dup_of = NULL, requeued_at = %(now)s, updated_at = %(now)s "
+    "next_attempt_at = NULL, terminal_at = NULL, dup_of = NULL, requeued_at = %(now)s, updated_at = %(now)s, "
+    "acknowledged_at = NULL, acknowledged_by = NULL "
     "WHERE msg_id = ANY(%(ids)s) RETURNING msg_id), "
     "h AS (INSERT INTO proc_state_hst (msg_id, status, reason, error_detail, attempt, at) "
     "SELECT msg_id, %(pending)s, 'replay', %(note)s, 0, %(now)s FROM u), "
@@ -645,8 +664,10 @@ _REQUEUE_SQL = (
 def requeue(conn: Connection, msg_ids: list[int], *, now: datetime, note: str) -> list[int]:
     """Re-queue messages an operator replays (US-10 AC3): PENDING with attempts and backoff reset
     and ``requeued_at`` set; the registration time, the identity binding, ``applied_at`` and the
-    error columns stay (the history row records the replay). A mark not yet written is withdrawn:
-    the message is open again and will write its own when it ends. Returns the re-queued ids."""
+    error columns stay (the history row records the replay). An operator's acknowledgement is
+    cleared: if the message ends DEAD again it waits for an operator anew. A mark not yet written
+    is withdrawn: the message is open again and will write its own when it ends. Returns the
+    re-queued ids."""
     if not msg_ids:
         return []
     rows = conn.exec_driver_sql(_REQUEUE_SQL, {"pending": str(Status.PENDING), "now": now,
@@ -661,6 +682,22 @@ def operator_skip(conn: Connection, msg_id: int, *, now: datetime, detail: str) 
                                  "terminal_at": now, "updated_at": now, "next_attempt_at": None}
     return write_status(conn, msg_id, values, terminal=True, now=now, pid=None,
                         history=HistoryRow(Status.SKIPPED, "operator_skip", None, detail[:2000]))
+
+
+_ACKNOWLEDGE_SQL = (
+    "UPDATE proc_state SET acknowledged_at = %(now)s, acknowledged_by = %(operator)s, updated_at = %(now)s "
+    f"WHERE msg_id = ANY(%(ids)s) AND {ATTENTION_WHERE} RETURNING msg_id")
+
+
+def acknowledge(conn: Connection, msg_ids: list[int], *, now: datetime, operator: str) -> list[int]:
+    """Close messages that wait for an operator (DEAD, SKIPPED(unsupported)) without a replay:
+    ``acknowledged_at``/``acknowledged_by`` set, status and history untouched, so the message
+    stays what it was and leaves the dead-letter count. A row that no longer waits for an
+    operator is left alone. Returns the acknowledged ids, in id order."""
+    if not msg_ids:
+        return []
+    rows = conn.exec_driver_sql(_ACKNOWLEDGE_SQL, {"now": now, "operator": operator, "ids": sorted(msg_ids)})
+    return sorted(r[0] for r in rows)
 
 
 def todo_states(conn: Connection, msg_ids: list[int]) -> dict[int, tuple[str, datetime | None]]:

@@ -16,6 +16,7 @@ from builders import envelope, flop, gtdt
 from snapshot_builders import day_package
 from sqlalchemy import text
 
+from msgx_engine.pipeline.acknowledge import acknowledge
 from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.pump import PumpOptions
@@ -47,8 +48,8 @@ def count(app, table: str, where: str = "true") -> int:
 
 
 def test_archive_moves_only_finished_messages_with_history_and_events(app, env_for, fault):
-    """US-11 AC1-AC3, INV-25: SUCCEEDED/SKIPPED/DEAD messages whose marks are written and events
-    delivered move, column for column, with their history and events; an open (FAILED) message,
+    """US-11 AC1-AC3, INV-25: SUCCEEDED/SKIPPED/DEAD (acknowledged) messages whose marks are written
+    and events delivered move, column for column, with their history and events; an open (FAILED) message,
     one with an undelivered event and one whose mark is still owed stay. A second run finds
     nothing; the counts are printed and audited; the mailbox is untouched."""
     done = app.mailbox.put(gtdt("AR1", (1, "A1")))
@@ -63,6 +64,8 @@ def test_archive_moves_only_finished_messages_with_history_and_events(app, env_f
     failing = app.mailbox.put(gtdt("AR3", (1, "C1")))
     app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, inline_backfill=False)).run()   # mark owed
     assert proc(app, failing).status == "FAILED" and count(app, "backfill_todo", f"msg_id = {owed}") == 1
+    # a dead letter waits for an operator until acknowledged (OPS-2; kept otherwise: test_acknowledge.py)
+    acknowledge(app.engine, [bad], operator="alice", reason="malformed, nothing to replay", now=app.clock.now())
     before = {m: sql(app, "SELECT * FROM proc_state WHERE msg_id = :m", m=m)[0] for m in (done, bad, ignored)}
     events_before = sql(app, f"SELECT * FROM msg_event WHERE msg_id = {done} ORDER BY event_id")
     history_before = sql(app, f"SELECT * FROM proc_state_hst WHERE msg_id = {done} ORDER BY id")
@@ -78,7 +81,7 @@ def test_archive_moves_only_finished_messages_with_history_and_events(app, env_f
     assert ids_in(app, "proc_state_archive") == {done, bad, ignored}
     for m, row in before.items():
         archived = sql(app, "SELECT * FROM proc_state_archive WHERE msg_id = :m", m=m)[0]
-        assert tuple(archived)[:len(row)] == tuple(row)
+        assert {k: archived._mapping[k] for k in row._mapping} == dict(row._mapping)   # column for column, by name
         assert archived.mark_status == "DONE" and archived.marked_at is not None
     assert sql(app, f"SELECT * FROM msg_event_archive WHERE msg_id = {done} ORDER BY event_id") == events_before
     assert sql(app, f"SELECT * FROM proc_state_hst_archive WHERE msg_id = {done} ORDER BY id") == history_before
