@@ -2,10 +2,11 @@
 
 ``ApiAccess`` is plain ASGI middleware around the Starlette app:
 
-- with a token (``MSGX_API_TOKEN``), every request but ``GET /metrics`` and ``GET /openapi.json``
-  must carry ``Authorization: Bearer <token>``; the comparison is ``hmac.compare_digest`` over
-  bytes (constant time: the answer does not leak how much of a guess was right); a refusal is
-  401 with the documented error JSON and ``WWW-Authenticate: Bearer``, and the body is never read;
+- with a token (``MSGX_API_TOKEN``), every request but ``GET /metrics``, ``GET /openapi.json`` and the
+  probes ``GET /healthz`` and ``GET /readyz`` must carry ``Authorization: Bearer <token>``; the
+  comparison is ``hmac.compare_digest`` over bytes (constant time: the answer does not leak how
+  much of a guess was right); a refusal is 401 with the documented error JSON and
+  ``WWW-Authenticate: Bearer``, and the body is never read;
 - one access-log line per request: method, path (never the query string, which callers could use
   for secrets), status, duration in ms and the client address; never a header or the body.
 
@@ -24,7 +25,9 @@ from msgx_engine.http.errors import error_response
 
 log = logging.getLogger("msgx.http.access")
 
-PUBLIC = frozenset({("GET", "/metrics"), ("GET", "/openapi.json"), ("HEAD", "/metrics"), ("HEAD", "/openapi.json")})
+# open without the token: monitoring and the probes (a load balancer or orchestrator holds no token)
+PUBLIC = frozenset((method, path) for method in ("GET", "HEAD")
+                   for path in ("/metrics", "/openapi.json", "/healthz", "/readyz"))
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -1,10 +1,12 @@
-"""The Starlette app: three endpoints, ``/metrics`` and the error contract (US-02, US-08 AC6, US-12, OPS-2).
+"""The Starlette app: three endpoints, ``/metrics``, the probes and the error contract (US-02, US-08 AC6,
+US-12, OPS-2).
 
 The factory takes its collaborators (mailbox, state engine, optional RQFD registrar, optional
 metrics renderer, optional API token) instead of building them, so tests hand in real servers,
 broken URLs or a fake registrar as they need. Database calls are blocking and run in Starlette's
 thread pool; only body streaming is async. The app is wrapped in ``ApiAccess`` (bearer token when
-one is configured, one access-log line per request).
+one is configured, one access-log line per request). ``/healthz`` and ``/readyz`` are the probes of
+``http/probes.py``: open like ``/metrics``, and answered within seconds whatever the databases do.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from msgx_engine.http.errors import ApiError, error_response, success_response
 from msgx_engine.http.flights import current_flights_json
 from msgx_engine.http.inbound import validate_message
 from msgx_engine.http.openapi import openapi_document
+from msgx_engine.http.probes import Readiness, healthz, readiness_check, readyz_endpoint
 from msgx_engine.http.schd_sync import SyncRegistrar, parse_window
 from msgx_engine.mailbox.adapter import Mailbox, MailboxReadOnly
 from msgx_engine.sis.decode import MAX_BODY_BYTES
@@ -39,14 +42,18 @@ JSON_MEDIA_TYPES = frozenset({"application/json"})
 SYNC_MAX_BYTES = 64 * 1024
 METRICS_MEDIA_TYPE = "text/plain; version=0.0.4; charset=utf-8"   # Prometheus text exposition
 _HTTP_CODES = {404: "not_found", 405: "method_not_allowed"}
-_PATHS = frozenset({"/cminmsgs/send", "/all/flights", "/schd/sync", "/openapi.json", "/metrics"})
+_PATHS = frozenset({"/cminmsgs/send", "/all/flights", "/schd/sync", "/openapi.json", "/metrics", "/healthz",
+                    "/readyz"})
 
 
 def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES,
                schd_sync: SyncRegistrar | None = None, metrics: Callable[[], bytes] | None = None,
-               api_token: str | None = None) -> ApiAccess:
+               api_token: str | None = None, readiness: Readiness | None = None) -> ApiAccess:
     """Build the ASGI app. ``schd_sync`` is the request-tracking extension point (None -> 501);
-    ``metrics`` renders ``GET /metrics`` (None -> 404); ``api_token`` guards every other endpoint."""
+    ``metrics`` renders ``GET /metrics`` (None -> 404); ``api_token`` guards every other endpoint;
+    ``readiness`` answers ``GET /readyz`` (None -> both databases checked through ``engine`` and
+    ``mailbox``)."""
+    readiness = readiness or Readiness(readiness_check(engine, mailbox))
 
     async def send_message(request: Request) -> Response:
         require_media_type(request, XML_MEDIA_TYPES)
@@ -127,6 +134,8 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
             Route("/schd/sync", sync_schedule, methods=["POST"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz_endpoint(readiness), methods=["GET"]),
         ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
     )

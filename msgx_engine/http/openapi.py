@@ -1,9 +1,9 @@
 """The OpenAPI 3.1 description served at ``/openapi.json``.
 
-Written out rather than generated: four endpoints do not need a framework, and the error codes
+Written out rather than generated: a handful of endpoints do not need a framework, and the error codes
 come from ``errors.ERROR_CODES`` so the description cannot drift from what the app answers. The
 three API endpoints declare the bearer token (``MSGX_API_TOKEN``, enforced only when it is set);
-``/metrics`` and this description are open.
+``/metrics``, the probes ``/healthz`` and ``/readyz`` and this description are open.
 """
 
 from __future__ import annotations
@@ -81,6 +81,26 @@ def openapi_document(max_body_bytes: int) -> dict:
                 "responses": {"202": _success({"type": "object"},
                                               "RQFD registered: request_id, state REGISTERED, fday"),
                               **_errors(SYNC_CODES)},
+            }},
+            "/healthz": {"get": {
+                "summary": "Liveness probe: the process is up and serving; asks no database, never needs the token",
+                "responses": {"200": {"description": "always, while the process serves", "content": {
+                    "application/json": {"schema": {"type": "object", "required": ["status"],
+                                                    "properties": {"status": {"const": "ok"}}}}}}},
+            }},
+            "/readyz": {"get": {
+                "summary": "Readiness probe: both databases answer and the state schema is current; never needs "
+                           "the token",
+                "description": "Answers within a few seconds even when a database hangs (503 with the reason "
+                               "then).",
+                "responses": {
+                    "200": {"description": "ready", "content": {"application/json": {"schema": {
+                        "type": "object", "required": ["status"], "properties": {"status": {"const": "ready"}}}}}},
+                    "503": {"description": "not ready: a database unreachable or too slow, the state schema "
+                                           "behind, or the mailbox tables missing", "content": {"application/json": {
+                        "schema": {"type": "object", "required": ["status", "reason"],
+                                   "properties": {"status": {"const": "not ready"},
+                                                  "reason": {"type": "string"}}}}}}},
             }},
             "/metrics": {"get": {
                 "summary": "Prometheus metrics computed from PostgreSQL at scrape time (OPS-2); never needs "

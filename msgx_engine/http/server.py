@@ -1,10 +1,10 @@
 """``msgx serve``: the HTTP API under uvicorn, loopback unless explicitly made public.
 
 US-02 AC4 keeps the API inside the internal network behind a gateway; OPS-2 asks for access control
-on its sensitive operations. So ``MSGX_API_TOKEN`` (when set) guards every endpoint but ``/metrics``
-and ``/openapi.json`` (``http/access.py``); a bind address that is not loopback is refused unless
-the operator says ``--allow-public``, and ``--allow-public`` is refused without a token. The
-servers are checked before the port opens (OPS-1 startup refusal).
+on its sensitive operations. So ``MSGX_API_TOKEN`` (when set) guards every endpoint but ``/metrics``,
+``/openapi.json`` and the probes ``/healthz`` and ``/readyz`` (``http/access.py``); a bind address
+that is not loopback is refused unless the operator says ``--allow-public``, and ``--allow-public``
+is refused without a token. The servers are checked before the port opens (OPS-1 startup refusal).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def serve(host: str, port: int, allow_public: bool) -> int:
     app = App.from_settings(settings)
     app.check_ready()
     asgi = create_app(mailbox=app.mailbox, engine=app.engine, max_body_bytes=app.settings.max_body_bytes,
-                      schd_sync=sync_registrar(app), metrics=metrics_renderer(app.engine, app.mode),
+                      schd_sync=sync_registrar(app), metrics=metrics_renderer(app.engine, app.mode, app.mailbox),
                       api_token=settings.api_token)
     logging.getLogger("msgx.http.access").setLevel(logging.INFO)   # the access log shows by default
     print(f"msgx serve: listening on http://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr,

@@ -80,13 +80,14 @@ def test_registrar_extension_point_receives_the_parsed_window(app):
 def test_openapi_describes_the_endpoints_and_every_error_code(app):
     """Q3: /openapi.json lists the endpoints with their methods and the error enum
     is exactly the code's table; issue 14 item 5: the API endpoints declare the bearer token,
-    /metrics does not."""
+    /metrics and the probes (issue 38 item 7) do not."""
     resp = client_for(app).get("/openapi.json")
     assert resp.status_code == 200
     doc = resp.json()
     assert doc["openapi"].startswith("3.")
     assert {p: sorted(m) for p, m in doc["paths"].items()} == {
-        "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"], "/metrics": ["get"]}
+        "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"], "/metrics": ["get"],
+        "/healthz": ["get"], "/readyz": ["get"]}
     assert doc["components"]["schemas"]["Error"]["properties"]["err_code"]["enum"] == sorted(ERROR_CODES)
     send = doc["paths"]["/cminmsgs/send"]["post"]
     assert set(send["requestBody"]["content"]) == {"text/xml", "application/xml", "text/plain"}
@@ -94,7 +95,8 @@ def test_openapi_describes_the_endpoints_and_every_error_code(app):
     assert {"200", "401", "503"} == set(doc["paths"]["/all/flights"]["get"]["responses"])
     assert all(doc["paths"][p][m]["security"] == [{"bearer": []}]
                for p, m in (("/cminmsgs/send", "post"), ("/all/flights", "get"), ("/schd/sync", "post")))
-    assert "security" not in doc["paths"]["/metrics"]["get"]
+    assert all("security" not in doc["paths"][p]["get"] for p in ("/metrics", "/healthz", "/readyz"))
+    assert {"200", "503"} == set(doc["paths"]["/readyz"]["get"]["responses"])
     assert "501" in doc["paths"]["/schd/sync"]["post"]["responses"]
 
 
