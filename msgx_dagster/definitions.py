@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import dagster as dg
 
-from msgx_dagster.assets.specs import ASSET_SPECS
+from msgx_dagster.assets.specs import ASSET_SPECS, HEALTH_SPECS
 from msgx_dagster.checks import CHECKS
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.monitor import monitor_job
+from msgx_dagster.jobs.operator import JOBS as OPERATOR_JOBS
 from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.jobs.pump import pump_job
 from msgx_dagster.jobs.replay import replay_job
@@ -25,10 +26,10 @@ from msgx_dagster.sensors import SENSORS
 
 def build_defs(*, shadow: bool) -> dg.Definitions:
     return dg.Definitions(
-        assets=ASSET_SPECS,
+        assets=[*ASSET_SPECS, *HEALTH_SPECS],
         asset_checks=CHECKS,
         jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
-              archive_job, monitor_job],
+              archive_job, monitor_job, *OPERATOR_JOBS],
         sensors=SENSORS,
         schedules=schedules_for(shadow=shadow),
         resources=resources_for_env(),

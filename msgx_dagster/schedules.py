@@ -1,8 +1,9 @@
 """Every schedule. Cron is minute-granular: the jobs that must act every few seconds loop inside
 one run for just under a minute (their run config) and are started every minute (DESIGN §5);
-the health checks and request tracking loop for just under ten minutes, and their minute ticks
-skip while such a run is active (P18: a run start costs the pump's latency seconds of CPU); the
-daily request jobs run on airport local time.
+request tracking loops for just under ten minutes, and its minute ticks skip while such a run is
+active (P18: a run start costs the pump's latency seconds of CPU); the daily request jobs run on
+airport local time. The health checks have no schedule: ``health_sensor`` evaluates them every
+30 s without starting a run (``sensors/health.py``).
 
 Shadow mode (D29, OPS-3): the three schedules that register or send requests to the AODB are
 STOPPED by default, and if an operator turns one on anyway each tick is skipped with the reason.
@@ -16,7 +17,6 @@ from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.common import LOOPING_RUN_S, active_runs, looping_run_config
 from msgx_dagster.jobs.dispatch import dispatch_job
-from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, pump_job
 from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
 
@@ -33,14 +33,6 @@ def looping(context: dg.ScheduleEvaluationContext, job: dg.JobDefinition,
     if active_runs(context.instance, job.name):
         return dg.SkipReason(f"a {job.name} run is still active (each loops for {LOOPING_RUN_S:.0f} s)")
     return dg.RunRequest(run_config=looping_run_config(op_name))
-
-
-@dg.schedule(name="monitor_job_schedule", job=monitor_job, cron_schedule=EVERY_MINUTE,
-             default_status=dg.DefaultScheduleStatus.RUNNING,
-             description="Starts monitor_job (the health checks every minute, for just under ten minutes) unless "
-                         "such a run is still active.")
-def monitor_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
-    return looping(context, monitor_job, "monitor_op")
 
 
 PUMP_DELIVERS = "the long-lived pump run delivers to Kafka with its inline dispatcher"
@@ -106,8 +98,6 @@ def schedules_for(*, shadow: bool) -> list[dg.ScheduleDefinition]:
                               default_status=dg.DefaultScheduleStatus.RUNNING),
         backfill_schedule,
         dispatch_schedule,
-        # The health checks every minute, alerting on state changes (OPS-2): not only when someone clicks them.
-        monitor_schedule,
         request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow, loop_op="request_tracking_op"),
         # Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
         request_schedule(snapshot_request_job, "0 22 * * *", on=True, shadow=shadow, timezone=AIRPORT_TZ),

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import dagster as dg
 
 from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import materialize, singleton, stops_when_terminated
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery.dispatcher import DispatcherBusy, DispatchOptions, DispatchSummary
 from msgx_engine.delivery.runner import NOT_CONFIGURED, build_dispatcher
@@ -34,7 +34,7 @@ def outbox_figures(engine) -> dict[str, float | int]:
 
 @dg.op(description="Send released outbox events to Kafka msg/schd for just under a minute.")
 def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: MsgxResource) -> None:
-    with msgx.open_app() as app:
+    with stops_when_terminated(context) as terminated, msgx.open_app() as app:
         if not app.settings.kafka_bootstrap:
             context.log.info(f"dispatch: {NOT_CONFIGURED}")
             return
@@ -54,7 +54,8 @@ def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: Ms
 
         options = DispatchOptions(run_for_s=config.run_for_s, poll_s=config.poll_s, heartbeat_s=config.heartbeat_s)
         try:
-            summary = build_dispatcher(app.settings, app.engine, options=options, on_heartbeat=report).run()
+            summary = build_dispatcher(app.settings, app.engine, options=options, on_heartbeat=report,
+                                       should_stop=terminated.is_set).run()
         except DispatcherBusy as exc:
             context.log.info(f"dispatch skipped: {exc}")
             return

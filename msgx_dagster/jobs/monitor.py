@@ -1,78 +1,77 @@
-"""monitor_job: every health check evaluated every minute, alerts on state changes (OPS-2).
+"""The health checks as Dagster sees them, and monitor_job: one evaluation of every check, on demand.
 
 The engine's ``Alerter`` does the work (figures, checks, ``alert_state``, ERROR log, optional
-webhook ``MSGX_ALERT_WEBHOOK``); this op only reports each result as an asset check evaluation, so
-the Dagster UI shows the scheduled results on the same checks an operator can click. It runs as its
-own singleton job, never inside the pump: a slow webhook delays this run, not processing. A
-scheduled run evaluates every minute for just under ten minutes and the minute schedule skips while
-it is active (P18): one run start per ten minutes instead of one per minute.
+webhook ``MSGX_ALERT_WEBHOOK``); this module only turns its results into asset check evaluations on
+the health assets (``assets/specs.py``). The health sensor (``sensors/health.py``) is what
+evaluates every 30 s; ``monitor_job`` is the same evaluation launched by hand, from the Launchpad
+or ``dagster job execute -j monitor_job`` (which needs no daemon): useful when the daemon, and
+with it the sensor, is down. It has no schedule: a scheduled run would only repeat what the sensor
+does, and cost a run start the pump pays for in latency.
 """
+
+
+from typing import Any
 
 import dagster as dg
 
-from msgx_dagster.assets.specs import OUTBOX, PROC_STATE, PROJECTION, REQUESTS_OUT
+from msgx_dagster.assets.specs import health_asset
 from msgx_dagster.jobs.common import singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.clock import repeat_for
 from msgx_engine.monitor.alerts import Evaluation
 from msgx_engine.monitor.checks import CheckResult
-
-# engine check name -> (asset the check describes, one-line description for the UI)
-CHECK_ASSETS: dict[str, tuple[dg.AssetKey, str]] = {
-    "backlog_age": (PROC_STATE, "The oldest open message is younger than the head deadline (10 min)."),
-    "dead_letters": (PROC_STATE, "No dead letters wait for an operator."),
-    "delivery_backlog": (OUTBOX, "No dead outbox events; the oldest undelivered released event is younger "
-                                 "than 2 min."),
-    "backfill_lag": (PROC_STATE, "Mailbox processed-marks are written within 5 min."),
-    "projection_drift": (PROJECTION, "Redis flightInfo equals PostgreSQL's current flights (count and a sample "
-                                     "of differing FLIDs)."),
-    "unsupported_types": (PROC_STATE, "No message of an unsupported type in the last hour."),
-    "request_timeouts": (REQUESTS_OUT, "The latest request of each kind did not time out unanswered."),
-}
 
 
 def dagster_check_name(name: str) -> str:
     return f"{name}_check"
 
 
-def _fields(result: CheckResult) -> dict:
-    return {"passed": result.passed, "description": result.summary, "metadata": dict(result.metadata),
-            "severity": dg.AssetCheckSeverity.WARN if result.warn_only else dg.AssetCheckSeverity.ERROR}
+def severity(result: CheckResult) -> dg.AssetCheckSeverity:
+    """WARN for an operator's to-do (dead letters, unsupported types), ERROR for an outage."""
+    return dg.AssetCheckSeverity.WARN if result.warn_only else dg.AssetCheckSeverity.ERROR
+
+
+def metadata(result: CheckResult) -> dict[str, Any]:
+    """The check's figures, and what the operator acts on (the dead letters) as a table."""
+    meta: dict[str, Any] = dict(result.metadata)
+    if result.rows:
+        meta["waiting"] = dg.MetadataValue.table(records=[dg.TableRecord(dict(row)) for row in result.rows])
+    return meta
 
 
 def check_result(result: CheckResult) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(**_fields(result))
+    """A check clicked in the UI: its result inside the run that executes it."""
+    return dg.AssetCheckResult(passed=result.passed, description=result.summary, metadata=metadata(result),
+                               severity=severity(result))
 
 
-class MonitorConfig(dg.Config):
-    run_for_s: float = 0.0    # 0 = one evaluation; the schedule's runs loop for LOOPING_RUN_S (P18)
-    every_s: float = 60.0
+def check_evaluation(result: CheckResult) -> dg.AssetCheckEvaluation:
+    """An evaluation recorded outside a check's own execution (the sensor's, monitor_job's)."""
+    return dg.AssetCheckEvaluation(asset_key=health_asset(result.name), check_name=dagster_check_name(result.name),
+                                   passed=result.passed, description=result.summary, metadata=metadata(result),
+                                   severity=severity(result))
 
 
-@dg.op(description="Evaluate every health check (once, or every minute for the run's run_for_s); alert (log "
-                   "ERROR, optional webhook) on each state change.")
-def monitor_op(context: dg.OpExecutionContext, config: MonitorConfig, msgx: MsgxResource) -> None:
+def summary_line(evaluation: Evaluation) -> str:
+    """The tick's (or run's) one log line: what fails, what changed, what was announced."""
+    return (f"checks: failing {', '.join(evaluation.failing) or 'none'}; "
+            f"changed {', '.join(evaluation.changed) or 'none'}"
+            + (f"; rose {', '.join(evaluation.rose)}" if evaluation.rose else "")
+            + (f"; announced {', '.join(evaluation.announced)}" if evaluation.announced else "")
+            + (f"; webhook errors {evaluation.announce_errors}" if evaluation.announce_errors else ""))
+
+
+@dg.op(description="Evaluate every health check once and alert (log ERROR, optional webhook) on each change.")
+def monitor_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
     with msgx.open_app() as app:
-        alerter = app.alerter()
-        rounds = repeat_for(config.run_for_s, config.every_s, lambda: report(context, alerter.evaluate()))
-    if rounds > 1:
-        context.log.info(f"monitor finished after {rounds} evaluations")
-
-
-def report(context: dg.OpExecutionContext, evaluation: Evaluation) -> None:
-    """Every check's result as an asset check evaluation, and one log line."""
+        evaluation = app.alerter().evaluate()
     for r in evaluation.results:
-        asset, _ = CHECK_ASSETS[r.name]
         # log_event's annotation omits it, but it records an AssetCheckEvaluation (dagster 1.13)
-        context.log_event(dg.AssetCheckEvaluation(  # type: ignore[arg-type]
-            asset_key=asset, check_name=dagster_check_name(r.name), **_fields(r)))
-    context.log.info(f"checks: failing {evaluation.failing or 'none'}; changed {evaluation.changed or 'none'}; "
-                     f"announced {evaluation.announced or 'none'}"
-                     + (f"; webhook errors {evaluation.announce_errors}" if evaluation.announce_errors else ""))
+        context.log_event(check_evaluation(r))  # type: ignore[arg-type]
+    context.log.info(summary_line(evaluation))
 
 
 @dg.job(tags=singleton("monitor"), executor_def=dg.in_process_executor,
-        description="Every minute: evaluate the health checks and alert on state changes (OPS-2). A scheduled "
-                    "run repeats that for just under ten minutes.")
+        description="Evaluate every health check now and alert on changes, as the health sensor does every "
+                    "30 s. For when the daemon (and with it the sensor) is down.")
 def monitor_job() -> None:
     monitor_op()

@@ -5,7 +5,7 @@ import dagster as dg
 from sqlalchemy import Engine
 
 from msgx_dagster.assets.specs import FLIGHT_STATE, MAILBOX, OUTBOX, PROC_STATE
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import materialize, singleton, stops_when_terminated
 from msgx_dagster.resources import MsgxResource
 from msgx_dagster.run_limits import warn_without_singleton_limit
 from msgx_engine.delivery.runner import inline_dispatcher
@@ -48,7 +48,7 @@ class PumpConfig(dg.Config):
 @dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
 def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResource) -> None:
     warn_without_singleton_limit(context)
-    with msgx.open_app() as app:
+    with stops_when_terminated(context) as terminated, msgx.open_app() as app:
         app.check_ready()
         reported = {"n": 0}
         snapshots = SnapshotReports(app.engine)
@@ -67,7 +67,8 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
                 # no inline dispatcher (a drain run): a dispatch_job run hears each release (P19)
                 pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
                                             max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
-                                on_heartbeat=heartbeat, on_release=inline.wake if inline else announce)
+                                on_heartbeat=heartbeat, on_release=inline.wake if inline else announce,
+                                should_stop=terminated.is_set)
                 summary = pump.run()
         except (PumpBusy, StateBehindMailbox) as exc:
             raise dg.Failure(description=str(exc)) from exc

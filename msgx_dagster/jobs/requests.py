@@ -11,13 +11,15 @@
   schedule starts STOPPED until the reference line is in production (turn it on in the UI).
 """
 
+import math
 from collections.abc import Callable
 from datetime import datetime, time, timedelta
+from time import monotonic
 
 import dagster as dg
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
-from msgx_dagster.jobs.common import materialize, singleton
+from msgx_dagster.jobs.common import materialize, singleton, stops_when_terminated
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import Registered, RequestTracker, TrackSummary, track_for
 from msgx_engine.sis.requests import RQRD_TYPES
@@ -32,7 +34,7 @@ class RequestTrackingConfig(dg.Config):
 @dg.op(description="Send registered AODB requests to COUTMSGS and time out unanswered ones, a round a second "
                    "for the run's run_for_s.")
 def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingConfig, msgx: MsgxResource) -> None:
-    with msgx.open_app() as app:
+    with stops_when_terminated(context) as terminated, msgx.open_app() as app:
         tracker = RequestTracker(app.engine, app.mailbox, app.clock)
 
         def report(summary: TrackSummary) -> None:
@@ -42,8 +44,14 @@ def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingC
             if summary.timed_out:
                 context.log.warning(f"request(s) timed out without an answer: {summary.timed_out}")
 
-        total = track_for(tracker, config.run_for_s, config.poll_s, on_round=report)
-    context.log.info(f"request tracking finished: {total.as_json()}")
+        def pause(seconds: float) -> None:
+            terminated.wait(seconds)
+
+        # a terminated run ends its rounds at once: the pause is cut short, and the clock reads
+        # past any deadline, so the loop stops after one last (quick) round
+        total = track_for(tracker, config.run_for_s, config.poll_s, on_round=report, sleep=pause,
+                          monotonic=lambda: math.inf if terminated.is_set() else monotonic())
+        context.log.info(f"request tracking finished: {total.as_json()}")
 
 
 @dg.job(tags=singleton("requests"), executor_def=dg.in_process_executor,

@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from msgx_dagster.assets.specs import KAFKA_MSG
-from msgx_dagster.checks import projection_drift_check
+from msgx_dagster.checks import CHECK_DEFS
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.projection import projection_rebuild_job
 from msgx_dagster.resources import MsgxResource
@@ -25,6 +25,7 @@ from msgx_engine.store import outbox
 from msgx_engine.store.outbox import TOPIC_MSG
 from tests.builders import gtdt
 
+projection_drift_check = CHECK_DEFS["projection_drift"]
 DRAIN = {"ops": {"dispatch_op": {"config": {"run_for_s": 0}}}}
 
 

@@ -49,8 +49,8 @@ def test_definitions_register_delivery(location):
     assert schedule.cron_schedule == "* * * * *"
     graph = location.defs.resolve_asset_graph()
     assert OUTBOX in graph.get(KAFKA_MSG).parent_keys and OUTBOX in graph.get(KAFKA_SCHD).parent_keys
-    check_keys = {k.asset_key for k in graph.asset_check_keys}
-    assert {OUTBOX, PROJECTION} <= check_keys
+    delivery_health = {k.asset_key for k in graph.asset_check_keys if k.name == "delivery_backlog_check"}
+    assert len(delivery_health) == 1 and {OUTBOX, PROJECTION} <= graph.get(delivery_health.pop()).parent_keys
 
 
 def test_definitions_register_request_tracking(location):
@@ -64,24 +64,51 @@ def test_definitions_register_request_tracking(location):
     assert by_job["reference_refresh_job"].default_status == dg.DefaultScheduleStatus.STOPPED
 
 
-def test_the_stand_mapping_has_its_asset_check(location):
-    """US-14 AC3, D27: the reference data asset carries the stand -> airbridge mapping check."""
-    from msgx_dagster.assets.specs import REFERENCE_DATA
+HEALTH_CHECKS = {"backlog_age", "dead_letters", "delivery_backlog", "backfill_lag", "projection_drift",
+                 "unsupported_types", "request_timeouts", "pipeline_liveness", "stand_mapping"}
+
+
+def test_every_health_check_sits_on_a_health_asset_nothing_materializes(location):
+    """OPS-2: each engine check (the nine, built over the engine's list) is an asset check on a health
+    asset of group ``health``, downstream of what it watches; the stand mapping on the reference data's
+    (US-14 AC3, D27). No job materializes a health asset, so a pump run never hides a check."""
+    from msgx_dagster.assets.specs import HEALTH_GROUP, HEALTH_REFERENCE_DATA, HEALTH_SPECS, REFERENCE_DATA
+    from msgx_engine.monitor.checks import CHECKS as ENGINE_CHECKS
 
     graph = location.defs.resolve_asset_graph()
-    assert any(k.asset_key == REFERENCE_DATA and k.name == "stand_mapping_check" for k in graph.asset_check_keys)
+    health = {s.key for s in HEALTH_SPECS}
+    on = {k.name: k.asset_key for k in graph.asset_check_keys}
+    assert set(on) == {f"{name}_check" for name in ENGINE_CHECKS} >= {f"{name}_check" for name in HEALTH_CHECKS}
+    assert set(on.values()) == health
+    assert on["stand_mapping_check"] == HEALTH_REFERENCE_DATA
+    assert REFERENCE_DATA in graph.get(HEALTH_REFERENCE_DATA).parent_keys
+    assert all(graph.get(k).group_name == HEALTH_GROUP and not graph.get(k).is_materializable for k in health)
 
 
-def test_monitor_job_is_scheduled_every_minute_as_a_singleton(location):
-    """Issue 14 item 4: a * * * * * schedule, running by default, one run at a time; the checks it
-    reports on are defined on the assets they describe."""
-    schedule = next(s for s in location.defs.schedules if s.job_name == "monitor_job")
-    assert schedule.cron_schedule == "* * * * *"
-    assert schedule.default_status == dg.DefaultScheduleStatus.RUNNING
+def test_check_descriptions_name_the_cause_and_a_command_in_the_operators_words(location):
+    """Each check's description says what a failure means and the first command (a backtick-quoted
+    `msgx ...` or a job to launch), and points at its runbook section; no internal ids."""
+    import re
+
+    from msgx_dagster.checks import CHECK_DEFS
+
+    for name, check_def in CHECK_DEFS.items():
+        spec = next(iter(check_def.check_specs))
+        text = spec.description or ""
+        assert text.startswith("Fails ") and "docs/runbook.md#" in text, name
+        assert re.search(r"`(msgx|redis-cli) [^`]+`", text), name
+        assert not re.search(r"\b(OPS|US|FS|D|P|M)-?\d+\b|issue \d+", text), (name, text)
+
+
+def test_health_sensor_runs_every_30_s_by_default_and_monitor_job_is_on_demand(location):
+    """OPS-2: the health sensor (not a schedule) evaluates the checks, RUNNING by default, often enough
+    that a stall is seen within two minutes; monitor_job stays, as a singleton launched by hand."""
+    sensors = {s.name: s for s in location.defs.sensors}
+    health = sensors["health_sensor"]
+    assert health.default_status == dg.DefaultSensorStatus.RUNNING
+    assert health.minimum_interval_seconds == 30 and not health.has_jobs
     assert location.defs.resolve_job_def("monitor_job").tags.get("singleton") == "monitor"
-    names = {k.name for k in location.defs.resolve_asset_graph().asset_check_keys}
-    assert {"backlog_age_check", "dead_letters_check", "delivery_backlog_check", "backfill_lag_check",
-            "projection_drift_check", "unsupported_types_check", "request_timeouts_check"} <= names
+    assert not [s for s in location.defs.schedules if s.job_name == "monitor_job"]
 
 
 def test_ops3_shadow_location_keeps_the_request_schedules_off(location):
@@ -118,3 +145,20 @@ def test_item6_code_location_without_urls_refuses_to_load(tmp_path):
                MSGX_MODE="staging")
     proc = subprocess.run(load, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "MSGX_MODE='staging' is not one of production, shadow" in proc.stderr
+
+
+def test_the_daemon_evaluates_sensors_in_threads_in_both_instances(tmp_path):
+    """OPS-2: deploy/dagster.yaml and the instance `msgx demo` writes both turn the daemon's sensor
+    threads on (the health sensor never delays inbox_sensor); Dagster accepts the block."""
+    from pathlib import Path
+
+    import yaml
+
+    from msgx_engine.demo.instance import instance_yaml
+
+    deploy = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "dagster.yaml").read_text("utf-8"))
+    demo = yaml.safe_load(instance_yaml("postgresql+psycopg2://postgres@/dagster?host=/s&port=5432"))
+    assert deploy["sensors"] == demo["sensors"] == {"use_threads": True, "num_workers": 4}
+    (tmp_path / "dagster.yaml").write_text(yaml.safe_dump({"sensors": deploy["sensors"]}), "utf-8")
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        assert instance.get_settings("sensors") == deploy["sensors"]

@@ -1,7 +1,7 @@
-"""P18 (issue 16, latency): the health checks (OPS-2) and request tracking (US-08, D16) repeat their
-round inside one run of just under ten minutes, and their minute schedules skip while such a run is
-queued or running, so the pump pays one run start per ten minutes for each, not one per minute.
-``repeat_for`` is the loop both runs are built on (fake time: nothing sleeps)."""
+"""P18 (issue 16, latency): request tracking (US-08, D16) repeats its round inside one run of just
+under ten minutes, and its minute schedule skips while such a run is queued or running, so the pump
+pays one run start per ten minutes, not one per minute. ``repeat_for`` is the loop the run is built
+on (fake time: nothing sleeps). The health checks need no run at all: a sensor evaluates them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import dagster as dg
 import pytest
 
 from msgx_dagster.jobs.common import LOOPING_RUN_S
-from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.requests import request_tracking_job
 from msgx_dagster.schedules import SHADOW_SKIP, schedules_for
 from msgx_engine.clock import repeat_for
@@ -47,7 +46,7 @@ def test_repeat_for_zero_is_one_call_and_a_slow_round_never_overruns_the_deadlin
     assert repeat_for(10, 60, t.round(cost=12), sleep=t.sleep, monotonic=lambda: t.now) == 1
 
 
-LOOPING = [(monitor_job, "monitor_op"), (request_tracking_job, "request_tracking_op")]
+LOOPING = [(request_tracking_job, "request_tracking_op")]
 
 
 def _schedule(job: dg.JobDefinition, *, shadow: bool = False) -> dg.ScheduleDefinition:
@@ -59,7 +58,7 @@ def _tick(schedule: dg.ScheduleDefinition, instance: dg.DagsterInstance) -> dg.R
         return schedule(ctx)
 
 
-@pytest.mark.parametrize(("job", "op_name"), LOOPING, ids=["monitor", "request_tracking"])
+@pytest.mark.parametrize(("job", "op_name"), LOOPING, ids=["request_tracking"])
 def test_minute_schedule_starts_a_ten_minute_run_and_skips_while_it_is_active(job, op_name):
     schedule = _schedule(job)
     assert schedule.cron_schedule == "* * * * *" and schedule.default_status == dg.DefaultScheduleStatus.RUNNING
