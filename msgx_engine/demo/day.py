@@ -17,7 +17,14 @@ The day, in mailbox order:
    code-share master's MAFL, one FDEL;
 4. deliberate trouble mixed into the stream: malformed bodies (DEAD), verbatim repeats
    (SKIPPED duplicate), a reused identity with other content (SKIPPED identity_conflict), load
-   messages the default ignore list drops, a type nobody handles (SKIPPED unsupported).
+   messages the default ignore list drops, a type nobody handles (SKIPPED unsupported), and one
+   cancellation the demo's database refuses until an operator fixes it (``DemoFault``: DEAD
+   after its retries, then replayed; ``demo.fault`` stages it).
+
+Time: actual times (ACTT) are only given where they have happened. With ``now`` (the airport's
+local time when the demo starts) a flight whose actual time is still ahead has estimates, gates,
+stands and desks but no actual, so the day looks like a day in progress; without it every
+flight has flown (a past day, and what the tests of determinism use).
 
 Each message carries the verdict the current engine gives it, so the demo and its tests can
 check every one.
@@ -50,6 +57,7 @@ CONFLICT = ("SKIPPED", "identity_conflict")
 IGNORED_LDM = ("SKIPPED", "ignored:LDM-*")
 UNSUPPORTED = ("SKIPPED", "unsupported")
 MALFORMED = ("DEAD", "malformed")
+EXHAUSTED = ("DEAD", "exhausted")        # the staged fault: retried, then dead; replayable once fixed
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,18 @@ class DemoMessage:
 
 
 @dataclass(frozen=True)
+class DemoFault:
+    """The failure the demo rehearses: the cancellation of one departure, which the demo's state
+    database refuses (``demo.fault`` installs the refusal) until the operator's fix step. The
+    message is retried, ends DEAD(exhausted), and is replayed after the fix. It is the last
+    message of its flight, so nothing later has changed the flight when it is replayed."""
+
+    index: int                     # position in ``DemoDay.messages`` (mailbox id - 1 on a fresh mailbox)
+    flid: str
+    flno: str
+
+
+@dataclass(frozen=True)
 class DemoDay:
     day: date
     seed: int
@@ -70,6 +90,8 @@ class DemoDay:
     flights: tuple[str, ...]       # FLIDs `msgx flights` lists when the day is processed
     examples: tuple[str, ...]      # three flights worth printing: delayed, diverted, code-share master
     snapshot_size: int             # flights in the SCHD DNLD (the deleted one and the code-share child too)
+    fault: DemoFault | None = None
+    now: datetime | None = None    # actual times are given up to this (local) time; None: all flown
 
     def expected_statuses(self) -> Counter[str]:
         return Counter(m.expect[0] for m in self.messages)
@@ -353,13 +375,18 @@ def flop_body(f: Flight, payload: str) -> str:
 class Stream:
     """Collects events; their event time orders the mailbox (ties keep insertion order)."""
 
-    def __init__(self, day: date) -> None:
+    def __init__(self, day: date, now: datetime | None = None) -> None:
         self.events: list[Event] = []
         self.earliest = datetime.combine(day, time(3, 5))
+        self.now = now
 
     def add(self, at: datetime, styp: str, flight: Flight, payload: str,
             expect: tuple[str, str | None] = SUCCEEDED) -> None:
         self.events.append(Event(max(at, self.earliest), len(self.events), styp, flight, payload, expect))
+
+    def happened(self, at: datetime) -> bool:
+        """Whether an actual at ``at`` has happened yet (always, for a day without ``now``)."""
+        return self.now is None or at <= self.now
 
 
 def _t(at: datetime) -> str:
@@ -379,7 +406,8 @@ def arrival_events(s: Stream, f: Flight, rng: random.Random, *, diverted_to: str
     if rng.random() < 0.18:          # stand plan changed on the day: a second PSDT
         s.add(t - timedelta(minutes=90), "PSDT", f, _psdt(f, eta))
     s.add(eta - timedelta(minutes=12), "STND", f, f"\t\t<STND>{f.stand}</STND>\n")
-    s.add(eta, "ACTT", f, f"\t\t<ACTT>{_t(eta)}</ACTT>\n")
+    if s.happened(eta):
+        s.add(eta, "ACTT", f, f"\t\t<ACTT>{_t(eta)}</ACTT>\n")
     belt = BELTS[(int(f.flid[-3:]) * 7) % (10 if f.flin == "D" else 2) + (0 if f.flin == "D" else 10)]
     s.add(eta + timedelta(minutes=8), "CLDT", f,
           f'\t\t<CLDT CLNO="1">\n\t\t\t<BELT>{belt}</BELT>\n\t\t\t<BCLS>X</BCLS>\n'
@@ -432,7 +460,9 @@ def departure_events(s: Stream, f: Flight, rng: random.Random, *, cancelled: boo
     s.add(etd - timedelta(minutes=40), "BOTM", f, f"\t\t<BOTM>{_t(etd - timedelta(minutes=40))}</BOTM>\n")
     if late >= 15:
         s.add(etd - timedelta(minutes=5), "DELY", f, _dely(rng, t, late))
-    s.add(etd + timedelta(minutes=rng.randint(0, 4)), "ACTT", f, f"\t\t<ACTT>{_t(etd)}</ACTT>\n")
+    sent = etd + timedelta(minutes=rng.randint(0, 4))       # drawn either way: the same seed, the same day
+    if s.happened(etd):
+        s.add(sent, "ACTT", f, f"\t\t<ACTT>{_t(etd)}</ACTT>\n")
 
 
 # --- deliberate trouble ---------------------------------------------------------------------------------
@@ -457,8 +487,9 @@ def _fdiv_sample(f: Flight, seqn: int, at: datetime) -> str:
 
 
 # --- the day ------------------------------------------------------------------------------------------
-def demo_day(day: date, seed: int = DEFAULT_SEED) -> DemoDay:
-    """Every message of the demo day, in mailbox order, with the verdict each one gets."""
+def demo_day(day: date, seed: int = DEFAULT_SEED, now: datetime | None = None) -> DemoDay:
+    """Every message of the demo day, in mailbox order, with the verdict each one gets; ``now``
+    (naive, the airport's local time) cuts the actual times off where they have not happened."""
     rng = random.Random(seed)
     counter = iter(range(200000 + rng.randrange(100000), 999999))
     seqn = counter.__next__
@@ -477,7 +508,7 @@ def demo_day(day: date, seed: int = DEFAULT_SEED) -> DemoDay:
     flights = [f for pair in rotations for f in pair] + [child]
     messages.append(snapshot(flights, seqn(), start + timedelta(hours=1)))
 
-    s = Stream(day)
+    s = Stream(day, now)
     for i, (a, d) in enumerate(rotations):
         arrival_events(s, a, rng, diverted_to="CKG" if i == diverted else None)
         departure_events(s, d, rng, cancelled=i in cancelled or i == diverted, deleted=i == deleted)
@@ -486,9 +517,12 @@ def demo_day(day: date, seed: int = DEFAULT_SEED) -> DemoDay:
     malformed_events(s, [f for f in arrivals if f.delay < 15], rng)
     events = sorted(s.events)
 
+    faulted = departures[cancelled[0]]
     stream: list[DemoMessage] = []
     for ev in events:
         n = seqn()
+        if ev.styp == "CNCL" and ev.flight is faulted:
+            ev.expect = EXHAUSTED
         if ev.styp == "FDIV" and ev.expect == MALFORMED:
             body = _fdiv_sample(ev.flight, n, ev.at)
         else:
@@ -499,7 +533,9 @@ def demo_day(day: date, seed: int = DEFAULT_SEED) -> DemoDay:
     messages.extend(_with_trouble(stream, rng, seqn, day))
     live = sorted(f.flid for f in flights if f.maid is None and f is not departures[deleted])
     examples = (arrivals_by_delay[0].flid, arrivals[diverted].flid, m.flid)
-    return DemoDay(day, seed, tuple(messages), tuple(live), examples, len(flights))
+    fault = DemoFault(next(i for i, msg in enumerate(messages) if msg.expect == EXHAUSTED), faulted.flid,
+                      faulted.flno)
+    return DemoDay(day, seed, tuple(messages), tuple(live), examples, len(flights), fault, now)
 
 
 def _with_trouble(stream: list[DemoMessage], rng: random.Random, seqn: Callable[[], int],

@@ -32,14 +32,26 @@ concurrency:
         limit: 1
 """
 
+# The daemon evaluates sensors in threads, so the health sensor never delays inbox_sensor: the same
+# block as deploy/dagster.yaml.
+SENSOR_THREADS = """\
+sensors:
+  use_threads: true
+  num_workers: 4
+"""
+
+# The webserver's first-visit "Join the Dagster community" dialog covers the UI of a fresh demo
+# (it shows on localhost until dismissed; `nux` is the instance setting that turns it off).
+NO_WELCOME_DIALOG = "nux:\n  enabled: false\n"
+
 
 def instance_yaml(storage_url: str) -> str:
     """The instance config for a PostgreSQL at ``storage_url`` (a SQLAlchemy URL)."""
     return ("# Written by `msgx demo`; rewritten on every start (the embedded server's socket may move).\n"
             "storage:\n  postgres:\n"
             f'    postgres_url: "{storage_url}"\n'
-            + RUN_LIMITS +
-            "telemetry:\n  enabled: false\n")
+            + RUN_LIMITS + SENSOR_THREADS +
+            "telemetry:\n  enabled: false\n" + NO_WELCOME_DIALOG)
 
 
 def write_instance(dagster_home: Path, storage_url: str) -> Path:

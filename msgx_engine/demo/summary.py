@@ -116,7 +116,8 @@ def report(day: DemoDay, done: Processed, *, run_seconds: float, examples: list[
     got = done.by_outcome()
     ok = got == promised and done.open == 0
     span = f"{done.span.total_seconds():.1f} s from first registration to last verdict" if done.span else "-"
-    lines = [f"demo day {day.day.isoformat()} (seed {day.seed}): {len(day.messages)} messages, "
+    as_of = f", as of {day.now:%H:%M}" if day.now is not None else ""
+    lines = [f"demo day {day.day.isoformat()} (seed {day.seed}{as_of}): {len(day.messages)} messages, "
              f"{len(day.flights)} flights",
              f"pump_job through Dagster: {run_seconds:.1f} s wall clock (with run start-up); {span}",
              "", *kind_table(done.outcomes), "", "not SUCCEEDED, by reason:", *reason_table(done.outcomes),

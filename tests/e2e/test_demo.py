@@ -1,6 +1,7 @@
 """`msgx demo --headless` end to end (README command 1): the embedded PostgreSQL, the demo day,
 pump_job executed THROUGH Dagster against the demo's instance (PostgreSQL run storage), the
-summary, `dagster run list`, `msgx flights`. One demo run per module; each test reads what it left.
+summary, `dagster run list`, `msgx flights`, and the rehearsed failure's fix and replay. One demo
+run per module; each test reads what it left (the replay, which changes it, runs last).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from sqlalchemy import create_engine, select
 
 from msgx_engine import embedded
 from msgx_engine.demo.day import DemoDay, demo_day
-from msgx_engine.store.tables import proc_state
+from msgx_engine.store.tables import flight_schd, operator_audit, proc_state
 
 BIN = Path(sys.executable).parent
 pytestmark = pytest.mark.slow
@@ -47,9 +48,11 @@ def headless() -> Iterator[HeadlessRun]:
     try:
         proc = subprocess.run([str(BIN / "msgx"), "demo", "--headless"], env=env, capture_output=True, text=True,
                               timeout=600, cwd=home)
-        found = re.search(r"demo day (\d{4}-\d\d-\d\d) \(seed (\d+)\)", proc.stdout)
+        found = re.search(r"demo day (\d{4}-\d\d-\d\d) \(seed (\d+), as of (\d\d:\d\d)\)", proc.stdout)
         assert proc.returncode == 0 and found, proc.stdout[-4000:] + proc.stderr[-4000:]
-        yield HeadlessRun(home, env, proc, demo_day(date.fromisoformat(found[1]), int(found[2])))
+        day = date.fromisoformat(found[1])
+        now = datetime.combine(day, datetime.strptime(found[3], "%H:%M").time())
+        yield HeadlessRun(home, env, proc, demo_day(day, int(found[2]), now=now))
     finally:
         embedded.stop(home)
         subprocess.run(["rm", "-rf", str(home)], check=False)
@@ -83,7 +86,7 @@ def test_the_summary_prints_counts_time_and_three_flights(headless):
     assert total.split()[1:4] == [str(promised["SUCCEEDED"]), str(promised["SKIPPED"]), str(promised["DEAD"])]
     assert re.search(r"pump_job through Dagster: \d+\.\d s wall clock", out)
     assert "FLOP/GTDT" in out and "SCHD/DNLD" in out and "ABDG/DNLD" in out
-    assert "SKIPPED   duplicate" in out and "DEAD      malformed" in out
+    assert "SKIPPED   duplicate" in out and "DEAD      malformed" in out and "DEAD      exhausted" in out
     for flid in headless.day.examples:
         assert f"FLID {flid}" in out
     assert "DIVERTED to" in out and "code-share" in out
@@ -132,3 +135,51 @@ def test_msgx_flights_lists_the_day(headless):
     assert {f["FDAY"] for f in flights} == {headless.day.day.isoformat()}
     assert sum(1 for f in flights if f.get("CNCL")) >= 3
     assert sum(1 for f in flights if f.get("FDIV")) == 1
+
+
+def msgx(run: HeadlessRun, *args: str, embedded_flag: bool = True) -> subprocess.CompletedProcess:
+    env = {**run.env, "MSGX_EMBEDDED": "1"} if embedded_flag else run.env
+    return subprocess.run([str(BIN / "msgx"), *args], env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_rehearsed_failure_replays_after_the_fix_step(headless):
+    """US-10 on the demo (issue 38 item 9): the day's one refused cancellation is a dead letter,
+    DEAD(exhausted), whose preview names the cause and the fix; the printed hints give the three
+    steps; after `msgx demo --fix-fault` the audited `msgx replay --apply` re-queues it and the
+    pump cancels the flight (SUCCEEDED). Runs last: it changes the day the other tests read."""
+    fault = headless.day.fault
+    assert fault is not None
+    msg_id = fault.index + 1                                  # a fresh mailbox: ids 1..n in day order
+    out = headless.proc.stdout
+    assert f"mailbox id {msg_id}" in out and f"FLID {fault.flid}" in out
+    assert f"replay --ids {msg_id} --apply --operator" in out and "demo --fix-fault" in out
+    assert "pump --drain" in out
+
+    preview = msgx(headless, "replay", "--ids", str(msg_id))
+    assert preview.returncode == 0, preview.stderr[-2000:]
+    assert "DEAD(exhausted)" in preview.stdout and "msgx demo --fix-fault" in preview.stdout
+    assert "verdict: replayable" in preview.stdout
+
+    fixed = msgx(headless, "demo", "--fix-fault", embedded_flag=False)
+    assert fixed.returncode == 0 and "fixed:" in fixed.stdout, fixed.stdout + fixed.stderr[-2000:]
+    applied = msgx(headless, "replay", "--ids", str(msg_id), "--apply", "--operator", "rehearsal",
+                   "--reason", "database refusal fixed")
+    assert applied.returncode == 0 and "re-queued 1 message(s)" in applied.stdout, applied.stdout + applied.stderr
+    drained = msgx(headless, "pump", "--drain")
+    assert drained.returncode == 0, drained.stderr[-3000:]
+
+    server = embedded.start(headless.home)
+    engine = create_engine(server.url(embedded.STATE_DB))
+    try:
+        with engine.connect() as conn:
+            row = conn.execute(select(proc_state.c.status, proc_state.c.reason)
+                               .where(proc_state.c.msg_id == msg_id)).one()
+            cncl = conn.execute(select(flight_schd.c.cncl).where(flight_schd.c.flid == fault.flid)).scalar_one()
+            audited = conn.execute(select(operator_audit.c.operator, operator_audit.c.action)).fetchall()
+    finally:
+        engine.dispose()
+    assert (row.status, row.reason) == ("SUCCEEDED", None)
+    assert cncl
+    assert ("rehearsal", "replay") in [(a.operator, a.action) for a in audited]
+    again = msgx(headless, "demo", "--fix-fault", embedded_flag=False)
+    assert again.returncode == 0 and "nothing to fix" in again.stdout

@@ -7,12 +7,12 @@ tests/e2e/test_demo.py; here: determinism, size, coverage, and well-formedness.
 from __future__ import annotations
 
 from collections import Counter
-from datetime import date
+from datetime import date, datetime
 
 import pytest
 from lxml import etree
 
-from msgx_engine.demo.day import DEFAULT_SEED, MALFORMED, demo_day
+from msgx_engine.demo.day import DEFAULT_SEED, EXHAUSTED, MALFORMED, demo_day
 from msgx_engine.sis.decode import SisRefused, decode
 
 DAY = date(2026, 9, 9)
@@ -100,3 +100,65 @@ def test_reference_data_matches_the_flights(day):
     assert bridged and bridged <= stands and {s for s in used if s < "200"} <= bridged
     airlines = {r.findtext("ITOP") for r in packages["AIRL"].findall("AIRL")}
     assert {"CA", "3U", "UA", "CX"} <= airlines
+
+
+NOW = datetime(2026, 9, 9, 13, 0)          # the demo started at 13:00, the airport's local time
+
+
+@pytest.fixture(scope="module")
+def afternoon():
+    return demo_day(DAY, now=NOW)
+
+
+def _actt(m) -> datetime | None:
+    found = etree.fromstring(m.body.encode()).findtext("FLOP/ACTT")
+    return datetime.strptime(found, "%d%b%y%H%M") if found else None
+
+
+def test_actual_times_stop_at_the_time_the_demo_starts(day, afternoon):
+    """A demo started at 13:00 shows a day in progress: every actual time (ACTT) is at or before
+    13:00, the flights scheduled later have estimates but no actual, and the flights that have
+    flown by then keep theirs (the same as on a day generated without a time)."""
+    actuals = {m.flid: _actt(m) for m in afternoon.messages if m.kind == "FLOP/ACTT"}
+    assert actuals and max(actuals.values()) <= NOW
+    snap = etree.fromstring(next(m for m in afternoon.messages if m.kind == "SCHD/DNLD").body.encode())
+    sodt = {r.findtext("FLID"): datetime.strptime(r.findtext("SODT"), "%d%b%y%H%M")
+            for r in snap.findall("SCHD/FLTR")}
+    later = {f for f, t in sodt.items() if t > NOW}
+    assert later and not later & set(actuals)
+    assert {m.flid for m in afternoon.messages if m.kind == "FLOP/ESTT"} & later      # estimates only
+    whole_day = {m.flid: _actt(m) for m in day.messages if m.kind == "FLOP/ACTT"}
+    assert {f for f, t in whole_day.items() if t <= NOW} == set(actuals)
+    assert len(whole_day) > len(actuals)
+    assert afternoon.expected_outcomes()[MALFORMED] == day.expected_outcomes()[MALFORMED]
+
+
+def test_one_cancellation_is_the_failure_to_rehearse(day, afternoon):
+    """The demo's rehearsed failure: exactly one message, a FLOP/CNCL of the flight DemoFault
+    names, is promised DEAD(exhausted) (the verdict of a refused write once its retries are
+    spent, which `msgx replay` accepts, US-10); no later message writes that flight, so its
+    replay is never stale; its place does not depend on the time the demo starts."""
+    for d in (day, afternoon):
+        fault = d.fault
+        assert fault is not None
+        dead = [i for i, m in enumerate(d.messages) if m.expect == EXHAUSTED]
+        assert dead == [fault.index]
+        msg = d.messages[fault.index]
+        assert msg.kind == "FLOP/CNCL" and msg.flid == fault.flid
+        assert fault.flid in d.flights
+        later = [m for m in d.messages[fault.index + 1:] if m.flid == fault.flid]
+        assert all(m.expect[0] == "SKIPPED" for m in later), later
+    assert day.fault.flid == afternoon.fault.flid
+
+
+def test_the_demo_instance_turns_the_welcome_dialog_off():
+    """The demo's Dagster instance disables the first-visit dialog (`nux`) and telemetry, beside
+    the run limits and PostgreSQL storage it always had."""
+    import yaml
+
+    from msgx_engine.demo.instance import instance_yaml
+
+    config = yaml.safe_load(instance_yaml("postgresql+psycopg2://postgres@/dagster?host=/tmp&port=5432"))
+    assert config["nux"] == {"enabled": False}
+    assert config["telemetry"] == {"enabled": False}
+    assert "postgres" in config["storage"] and "run_coordinator" in config
