@@ -15,11 +15,18 @@ sorted keys so equal records store equal text:
 Strict like every handler: a record without its key, an element or attribute the catalogue does
 not know for that type, or a key repeated within one DNLD/RESP makes the message DEAD(malformed)
 naming it, and nothing is written (INV-27: the category keeps its old rows, other categories are
-not touched). RECS is unreliable in the samples (AIRC/01 says 1 with 2 records, FLTL/02 says 2
-with 1), so a mismatch is logged by the effect, never rejected.
+not touched).
 
-This module imports no I/O code: the route (``pipeline.routing``) loads the open RQRD a RESP may
-answer, and the store (``store.reference.write_reference``) writes the plan.
+RECS guards the one write that deletes: a full package (DNLD/RESP) replaces its category, so one
+that carries fewer records than its RECS announces (a truncated package, or an empty one with
+RECS > 0), or that has no readable RECS, is DEAD(records_mismatch) and changes nothing (INV-27,
+US-14 AC3; decision L4). Clearing a category stays possible: RECS 0 and no records. More records
+than RECS loses nothing and occurs in the AODB's own samples (AIRC/01 says 1 with 2 records), so
+it is taken and logged; incremental messages (ADD/UPD/DEL) delete nothing beyond their keys, so
+their RECS is only logged (FLTL/02 says 2 with 1).
+
+This module imports no I/O code: the route (``pipeline.routing``) picks the RQRD a RESP answers
+(``answers.select_request``), and the store (``store.reference.write_reference``) writes the plan.
 """
 
 from __future__ import annotations
@@ -31,7 +38,14 @@ from functools import cache
 
 from lxml import etree
 
-from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
+from msgx_engine.handlers.answers import (
+    LATE_ANSWER,
+    NO_REQUEST,
+    AnswerRefusal,
+    OpenRequest,
+    RequestCompletion,
+    answered_too_early,
+)
 from msgx_engine.handlers.decision import Decision, Plan
 from msgx_engine.handlers.extract import Unmapped, entry_of, text_of
 from msgx_engine.sis.catalogue import reference_entry
@@ -41,6 +55,10 @@ from msgx_engine.state.bridges import ABDG
 REPLACE_STYPS = ("DNLD", "RESP")      # the whole category is replaced (D17)
 UPSERT_STYPS = ("ADD", "UPD")
 DELETE_STYPS = ("DEL",)
+
+
+class RecordsMismatch(ValueError):
+    """A full package whose RECS promises records it does not carry (DEAD(records_mismatch))."""
 
 
 @dataclass(frozen=True)
@@ -73,9 +91,11 @@ def record_shape(rtype: str) -> RecordShape | None:
 
 @dataclass(frozen=True)
 class ReferenceContext:
-    """What the route loads for a reference message: the open RQRD a RESP may answer (D16)."""
+    """What the route loads for a reference message: the RQRD a RESP answers (D16,
+    ``answers.select_request``), or why it answers none when that is known (late, stray echo)."""
 
     request: OpenRequest | None = None
+    refusal: AnswerRefusal | None = None
 
 
 @dataclass(frozen=True)
@@ -153,7 +173,7 @@ def fields_json(fields: Mapping[str, object]) -> str:
 def read_records(msg: SisMessage, shape: RecordShape) -> tuple[list[tuple[str, str]], str | None]:
     """(key, fields JSON) of every record in input order, and the RECS note; raises Unmapped."""
     for child in msg.root:
-        if isinstance(child.tag, str) and child.tag not in ("META", "RECS", shape.rtype):
+        if isinstance(child.tag, str) and child.tag not in ("META", "RECS", "SEQN", shape.rtype):   # SEQN: an echo
             raise Unmapped(f"MSG/{child.tag} is not part of a {shape.rtype} message")
     records: list[tuple[str, str]] = []
     for index, record in enumerate(msg.root.findall(shape.rtype), start=1):
@@ -174,7 +194,21 @@ def _recs_note(msg: SisMessage, count: int) -> str | None:
     if len(recs) == 1 and text.isdigit() and int(text) == count:
         return None
     shown = "missing" if not recs else repr(text)
-    return f"RECS is {shown} but {count} {msg.meta.type} record(s) are present (RECS is not relied on)"
+    return f"RECS is {shown} but {count} {msg.meta.type} record(s) are present (logged, not refused)"
+
+
+def check_full_package(msg: SisMessage, count: int) -> None:
+    """A full package must carry at least the records its RECS announces (see the module doc);
+    raises RecordsMismatch. RECS 0 with no records is an intended clear."""
+    recs = msg.root.findall("RECS")
+    text = text_of(recs[0]) if len(recs) == 1 else ""
+    if not text.isdigit():
+        shown = "missing" if not recs else f"{[text_of(r) for r in recs]!r}"
+        raise RecordsMismatch(f"{msg.meta.type} {msg.meta.styp} replaces the whole category but its RECS is "
+                              f"{shown}: it cannot show that it is complete; nothing changed")
+    if int(text) > count:
+        raise RecordsMismatch(f"{msg.meta.type} {msg.meta.styp} announces RECS {int(text)} but carries {count} "
+                              f"record(s): a truncated package would delete the missing records; nothing changed")
 
 
 def _check_unique(records: list[tuple[str, str]], rtype: str, key: str) -> None:
@@ -186,8 +220,8 @@ def _check_unique(records: list[tuple[str, str]], rtype: str, key: str) -> None:
 
 
 def plan(msg: SisMessage) -> RefPlan:
-    """The write plan of a reference message; raises Unmapped (DEAD malformed) or LookupError
-    (no such type or subtype: SKIPPED unsupported)."""
+    """The write plan of a reference message; raises Unmapped (DEAD malformed), RecordsMismatch
+    (DEAD records_mismatch) or LookupError (no such type or subtype: SKIPPED unsupported)."""
     shape = record_shape(msg.meta.type)
     styp = msg.meta.styp
     if shape is None or styp not in REPLACE_STYPS + UPSERT_STYPS + DELETE_STYPS:
@@ -198,6 +232,7 @@ def plan(msg: SisMessage) -> RefPlan:
         return replace(base, keys=tuple(dict.fromkeys(k for k, _ in records)))
     if styp in REPLACE_STYPS:
         _check_unique(records, shape.rtype, shape.key)
+        check_full_package(msg, len(records))
         return replace(base, records=tuple(records))
     return replace(base, records=tuple(dict(records).items()))
 
@@ -210,7 +245,7 @@ def unanswerable(msg: SisMessage, request: OpenRequest | None) -> str | None:
     whole category.
     """
     if request is None:
-        return f"no open (SENT) RQRD request for {msg.meta.type} to answer"
+        return f"no open (SENT) RQRD request for {msg.meta.type} was in flight when the answer came"
     return answered_too_early(msg, request, strict=True)
 
 
@@ -227,11 +262,17 @@ def decide(msg: SisMessage, ctx: ReferenceContext) -> Decision:
         return Decision.skip("unsupported", str(exc))
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
+    except RecordsMismatch as exc:
+        return Decision.dead("records_mismatch", str(exc))
     plans: tuple[Plan, ...] = (ref_plan, BridgeRefresh(msg.meta)) if ref_plan.rtype == ABDG else (ref_plan,)
     if msg.meta.styp != "RESP":
         return Decision.apply(plans=plans)
+    if ctx.refusal is not None:
+        alert = (f"late {msg.meta.type} RESP {msg.meta.identity} not applied: {ctx.refusal.detail}"
+                 if ctx.refusal.reason == LATE_ANSWER else None)
+        return Decision.skip(ctx.refusal.reason, ctx.refusal.detail, alert=alert)
     skip = unanswerable(msg, ctx.request)
     if skip:
-        return Decision.skip("no_request", skip)
+        return Decision.skip(NO_REQUEST, skip)
     assert ctx.request is not None
     return Decision.apply(plans=(*plans, RequestCompletion(ctx.request.req_id)))

@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 
 from msgx_engine.handlers import eror, reference, seasons, snapshot
 from msgx_engine.handlers.adft import adft_flids, handle_adft
-from msgx_engine.handlers.answers import OpenRequest
+from msgx_engine.handlers.answers import OpenRequest, select_request
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
@@ -30,7 +30,7 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger
 from msgx_engine.store import seasons as season_store
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.requests import inflight_requests, open_request, sent_requests
+from msgx_engine.store.requests import answer_candidates, inflight_requests, registered_at, sent_requests
 
 C = TypeVar("C")
 
@@ -79,14 +79,15 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
         pkg = snapshot.outline(msg)
     except snapshot.PackageRejected as exc:
         return snapshot.SnapshotContext(msg_id, rejected=exc)
-    day, request = pkg.day, None
+    day, request, refusal = pkg.day, None, None
     sent: tuple[OpenRequest, ...] = ()
-    if msg.meta.styp == "RESP":       # the SENT RQFD of the package's own day answers it (D23)
+    if msg.meta.styp == "RESP":       # the RQFD of the package's own day in flight when it came (D23, C-23)
         sent = sent_requests(conn, "RQFD")
-        request = snapshot.answered_request(pkg, sent)
+        request, refusal = snapshot.answered_request(msg, pkg, answer_candidates(conn, "RQFD"),
+                                                     registered_at(conn, msg_id))
         day = request.fday if request else None
     if day is None:
-        return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent)
+        return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, refusal=refusal)
     day_ledger = ledger.read_ledger(conn, day)
     heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
     repo = FlightRepository(conn)
@@ -97,10 +98,13 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:
-    """A RESP's open RQRD for its type (D16); other subtypes need nothing from the store."""
+    """A RESP's RQRD for its type, in flight when it came (D16, C-23); other subtypes need nothing
+    from the store."""
     if msg.meta.styp != "RESP":
         return reference.ReferenceContext()
-    return reference.ReferenceContext(open_request(conn, "RQRD", msg.meta.type))
+    request, refusal = select_request(msg, "RQRD", answer_candidates(conn, "RQRD", msg.meta.type),
+                                      registered_at(conn, msg_id))
+    return reference.ReferenceContext(request, refusal)
 
 
 def load_season(conn: Connection, msg: SisMessage, msg_id: int) -> seasons.SeasonContext:

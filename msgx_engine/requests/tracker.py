@@ -3,17 +3,21 @@
 Why the steps are split the way they are:
 
 - ``register`` only writes PostgreSQL (AC2: the intent is durable before anything leaves). In the
-  same transaction it expires any older open (REGISTERED/SENT) request of the same (rtype, styp)
-  (AC3). A transaction advisory lock per (rtype, styp) serialises registrations, so two
-  concurrent ones cannot both see "nothing open" (a row lock could not: there may be no row yet).
+  same transaction it expires any older request of the same (rtype, styp) that has not landed
+  (REGISTERED with no SEQN yet: "not yet written, revoked at once", C-24). A request that has
+  landed (SENT), or may have (a SEQN is chosen), is never expired by a newer one: it holds its
+  type's slot until it is answered, fails or times out, the only closures (C-24), and the newer
+  one waits REGISTERED (decision L1). A transaction advisory lock per (rtype, styp) serialises
+  registrations, so two concurrent ones cannot both see "nothing open" (a row lock could not:
+  there may be no row yet).
 - ``send_pending`` commits the SEQN it is about to use *before* the COUTMSGS insert. A request
   found REGISTERED with a SEQN already set may have reached the mailbox in a run that died before
   marking it SENT, so it is looked up in COUTMSGS by that SEQN first and only inserted when absent
   (AC2: "recoverable, never a blind resend"). One sender at a time (PostgreSQL session advisory
   lock): a second concurrent ``send_pending`` returns at once instead of racing the lookup.
 - C-24: at most one SENT, unanswered request per message type (RQFD, RQRD). A REGISTERED request
-  waits while another of its type is in flight; since every SENT request ends (answer, TIMEOUT,
-  or EXPIRED by a newer registration of its kind), nothing waits forever (AC3).
+  waits while another of its type is in flight; since every SENT request ends (answer, EROR or
+  TIMEOUT), nothing waits forever (AC3).
 - ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
   to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
   SCHD RESP; the reference line for RQRD RESP), FAILED by the EROR line (``handlers.eror``),
@@ -38,16 +42,18 @@ from datetime import date, datetime, timedelta
 from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, text, update
 
 from msgx_engine.clock import Clock, repeat_for
+from msgx_engine.handlers import answers
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import sis_time
 from msgx_engine.store import locks
+from msgx_engine.store.requests import count_closed
 from msgx_engine.store.session_lock import LockBusy, SessionLock
 from msgx_engine.store.tables import req_track
 
 log = logging.getLogger(__name__)
 
-TIMEOUT_S: dict[str, float] = {sis.RQFD: 60.0, sis.RQRD: 30.0}
+TIMEOUT_S: dict[str, float] = answers.TIMEOUT_S     # RQFD 60 s, RQRD 30 s; answers are judged by the same
 OPEN = ("REGISTERED", "SENT")
 SHADOW = "SHADOW"        # shadow mode: encoded and recorded, never written to COUTMSGS (D29)
 SCHEDULED_RUN_S = 55.0   # a request_tracking_job run: just under its one-minute schedule
@@ -56,7 +62,7 @@ _c = req_track.c
 
 @dataclass(frozen=True)
 class Registered:
-    """A new REGISTERED request and the open ones it superseded (now EXPIRED)."""
+    """A new REGISTERED request and the unsent ones it superseded (now EXPIRED)."""
 
     req_id: int
     rtype: str
@@ -129,9 +135,11 @@ class RequestTracker:
         with self.engine.begin() as conn:
             locks.lock_request_registration(conn, rtype, styp)
             expired = conn.execute(
-                update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status.in_(OPEN))
+                update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status == "REGISTERED",
+                                        _c.seqn.is_(None))
                 .values(status="EXPIRED", done_at=now, detail="superseded by a newer request of the same kind")
                 .returning(_c.req_id)).scalars().all()
+            count_closed(conn, "EXPIRED", [rtype] * len(expired))
             req_id = conn.execute(insert(req_track).values(
                 rtype=rtype, styp=styp, fday=fday, start_text=start_text, end_text=end_text,
                 status="REGISTERED", created_at=now).returning(_c.req_id)).scalar_one()
@@ -139,7 +147,7 @@ class RequestTracker:
                 conn.execute(update(req_track).where(_c.req_id.in_(expired))
                              .values(detail=func.concat("superseded by request ", str(req_id))))
         if expired:
-            log.info("request %s %s/%s registered; expired older open request(s) %s", req_id, rtype, styp, expired)
+            log.info("request %s %s/%s registered; expired older unsent request(s) %s", req_id, rtype, styp, expired)
         return Registered(req_id, rtype, styp, fday, tuple(sorted(expired)))
 
     # --- send (AC2, C-24) ---------------------------------------------------------------------
@@ -195,10 +203,11 @@ class RequestTracker:
         body = sis.encode(claim.rtype, claim.styp, claim.seqn, now,
                           start_text=claim.start_text, end_text=claim.end_text)
         with self.engine.begin() as conn:
-            conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
-                         .values(status=SHADOW, done_at=now, detail=(
-                             f"shadow mode: not written to COUTMSGS (ROUTINGID {sis.ROUTING[claim.rtype]}); "
-                             f"would have sent: {body}")))
+            shadowed = conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
+                                    .values(status=SHADOW, done_at=now, detail=(
+                                        f"shadow mode: not written to COUTMSGS (ROUTINGID {sis.ROUTING[claim.rtype]}); "
+                                        f"would have sent: {body}")).returning(_c.rtype)).scalars().all()
+            count_closed(conn, SHADOW, shadowed)
         log.info("shadow mode: request %s %s/%s (SEQN %06d) recorded, not sent", claim.req_id, claim.rtype,
                  claim.styp, claim.seqn)
 
@@ -213,7 +222,8 @@ class RequestTracker:
                                 .values(status="SENT", coutmsgs_id=coutmsgs_id, sent_at=now)
                                 .returning(_c.req_id)).first()
             if done is None:
-                # Superseded while being sent: keep the COUTMSGS id for the audit trail (C-24, Q10).
+                # Closed while being sent (by hand: a registration never expires a request with a
+                # SEQN): keep the COUTMSGS id for the audit trail (C-24, Q10).
                 conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.coutmsgs_id.is_(None))
                              .values(coutmsgs_id=coutmsgs_id))
                 log.warning("request %s left REGISTERED while being sent; COUTMSGS row %s stays unanswered",
@@ -226,11 +236,13 @@ class RequestTracker:
         due = or_(*(and_(_c.rtype == rtype, _c.sent_at <= now - timedelta(seconds=secs))
                     for rtype, secs in TIMEOUT_S.items()))
         with self.engine.begin() as conn:
-            ids = conn.execute(update(req_track).where(_c.status == "SENT", due)
-                               .values(status="TIMEOUT", done_at=now, detail=case(
-                                   *((_c.rtype == rtype, f"no answer within {secs:g} s of sent_at")
-                                     for rtype, secs in TIMEOUT_S.items())))
-                               .returning(_c.req_id)).scalars().all()
+            closed = conn.execute(update(req_track).where(_c.status == "SENT", due)
+                                  .values(status="TIMEOUT", done_at=now, detail=case(
+                                      *((_c.rtype == rtype, f"no answer within {secs:g} s of sent_at")
+                                        for rtype, secs in TIMEOUT_S.items())))
+                                  .returning(_c.req_id, _c.rtype)).all()
+            count_closed(conn, "TIMEOUT", [r.rtype for r in closed])
+        ids = [r.req_id for r in closed]
         if ids:
             log.warning("request(s) %s timed out without an answer", sorted(ids))
         return sorted(ids)

@@ -146,7 +146,10 @@ class Applied:
         deleted) only ``stamps`` and hidden fields move: stored without a new version or events."""
         s = self.state
         if s.deleted != before.deleted:
-            return before.state_version > 0      # a tombstone for a flight never seen is announced to nobody
+            # Deleted -> live is always announced (INV-29), even for a tombstone no reader ever saw
+            # (FDEL of a flight never stored, then ADFT): readers learn of the flight now, at version
+            # 1, not at its next change. Live -> deleted is announced only for a flight once seen.
+            return not s.deleted or before.state_version > 0
         return not s.deleted and (bool(self.changed) or s.fday != before.fday)
 
 

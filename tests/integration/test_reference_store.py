@@ -41,6 +41,12 @@ def _request(app, rtype: str, sent_at: datetime, status_: str = "SENT") -> int:
                              "RETURNING req_id", t=rtype, s=status_, at=sent_at).scalar_one()
 
 
+def _clock_at(clock, when: datetime) -> None:
+    """Move the ManualClock to ``when``: an answer is registered at the clock's time, and lateness
+    is judged by that registration against the request's ``sent_at`` (C-23)."""
+    clock.advance((when - clock.now()).total_seconds())
+
+
 def _request_row(app, req: int) -> tuple:
     (row,) = query(app, "SELECT status, answer_msg_id, done_at IS NOT NULL FROM req_track WHERE req_id = :r", r=req)
     return row
@@ -93,7 +99,7 @@ def test_every_reference_sample_has_its_outcome(app, samples, caplog):
     assert types <= REFERENCE_TYPES and len(types) >= 15
 
 
-def test_every_reference_resp_sample_answers_its_request(app, samples):
+def test_every_reference_resp_sample_answers_its_request(app, samples, clock):
     """D16, US-08 AC5: each RESP sample with an open RQRD for its type sent before its DTTM is
     SUCCEEDED; the category becomes exactly the RESP's records and the request is DONE with the
     answer's mailbox id, in the same transaction."""
@@ -103,6 +109,7 @@ def test_every_reference_resp_sample_answers_its_request(app, samples):
         rtype, key = row["TYPE"], record_shape(row["TYPE"]).key
         sample = (samples / row["file"]).read_text(encoding="utf-8")
         req = _request(app, rtype, dttm_local(row["DTTM"]) - timedelta(seconds=1))
+        _clock_at(clock, dttm_local(row["DTTM"]))           # registered a second after sending
         _, m = pump(app, _ref(rtype, "DNLD", f"<{rtype}><{key}>OLD</{key}></{rtype}>"), _fresh(sample))
         assert status(app, m) == ("SUCCEEDED", None), row["file"]
         assert _request_row(app, req) == ("DONE", m, True)
@@ -181,35 +188,41 @@ def test_a_failing_category_leaves_the_others_working(app):
 
 
 def test_resp_without_a_matching_request_writes_nothing(app, clock):
-    """D16, US-08 AC5: no request, a request for another type, a request not yet SENT or already
-    DONE, or one sent after the answer's DTTM -> SKIPPED(no_request); nothing written, the
-    requests unchanged."""
+    """D16, US-08 AC5, C-23: no request of its type or only one not yet SENT -> SKIPPED(no_request);
+    the last one already DONE -> SKIPPED(late_answer); one sent after the answer's DTTM ->
+    SKIPPED(no_request); nothing written, the requests unchanged."""
     pump(app, _ref("ABDG", "DNLD", abdg("1")))
     sent = dttm_local("20210123053500")
+    _clock_at(clock, sent + timedelta(seconds=2))
     other = _request(app, "GLST", sent)
-    done = _request(app, "ABDG", sent, "DONE")
     registered = _request(app, "ABDG", sent, "REGISTERED")
+    (m0,) = pump(app, _ref("ABDG", "RESP", abdg("2")))
+    done = _request(app, "ABDG", sent, "DONE")
     (m1,) = pump(app, _ref("ABDG", "RESP", abdg("2")))
     query_commit(app, "UPDATE req_track SET status = 'SENT', sent_at = :at WHERE req_id = :r",
                  at=sent + timedelta(seconds=1), r=registered)
     (m2,) = pump(app, _ref("ABDG", "RESP", abdg("2")))
-    assert status(app, m1) == status(app, m2) == ("SKIPPED", "no_request")
+    assert [status(app, m) for m in (m0, m1, m2)] == [
+        ("SKIPPED", "no_request"), ("SKIPPED", "late_answer"), ("SKIPPED", "no_request")]
+    assert "precedes request" in query(app, "SELECT error_detail FROM proc_state WHERE msg_id = :m", m=m2)[0][0]
     assert _keys(app, "ABDG") == {"1"}
     assert [_request_row(app, r)[0] for r in (other, done, registered)] == ["SENT", "DONE", "SENT"]
 
 
-def test_resp_answers_its_request_once(app):
+def test_resp_answers_its_request_once(app, clock):
     """D16, US-08 AC5: the matching RESP replaces the category and sets the RQRD DONE (answer
-    id, done time) in one transaction; a second RESP finds no open request and is skipped."""
+    id, done time) in one transaction; a second RESP finds its request closed and is skipped as a
+    late answer."""
     pump(app, _ref("ABDG", "DNLD", abdg("1")))
     req = _request(app, "ABDG", dttm_local("20210123053500"))
+    _clock_at(clock, dttm_local("20210123053500"))
     first, again = pump(app, _ref("ABDG", "RESP", abdg("2")), _ref("ABDG", "RESP", abdg("3")))
-    assert status(app, first) == ("SUCCEEDED", None) and status(app, again) == ("SKIPPED", "no_request")
+    assert status(app, first) == ("SUCCEEDED", None) and status(app, again) == ("SKIPPED", "late_answer")
     assert _request_row(app, req) == ("DONE", first, True)
     assert _keys(app, "ABDG") == {"2"}
 
 
-def test_a_failure_after_the_delete_rolls_the_whole_category_back(app, monkeypatch):
+def test_a_failure_after_the_delete_rolls_the_whole_category_back(app, monkeypatch, clock):
     """D17, INV-27, US-08 AC5: the replace, the upsert and the request completion are one
     transaction: when completing the request fails (here: it was closed under us), the category
     keeps its old rows, the request stays SENT and the message is retried (FAILED, INFRA)."""
@@ -220,6 +233,7 @@ def test_a_failure_after_the_delete_rolls_the_whole_category_back(app, monkeypat
     pump(app, _ref("ABDG", "DNLD", abdg("1"), abdg("2")))
     before = _rows(app)
     req = _request(app, "ABDG", dttm_local("20210123053500"))
+    _clock_at(clock, dttm_local("20210123053500"))
 
     def closed_under_us(conn, plan, msg_id, now):
         raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)

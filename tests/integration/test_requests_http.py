@@ -5,9 +5,10 @@ completed by the AODB's SCHD RESP for the requested day processed by the real pu
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import date, datetime
 
-from snapshot_builders import flights, fltr, pump, query, schd, sodt, status
+from pipeline_support import drain_now, register
+from snapshot_builders import dnld, flights, fltr, pump, query, schd, sodt, status
 from sqlalchemy import text
 from starlette.testclient import TestClient
 
@@ -15,6 +16,7 @@ from msgx_engine.http.app import create_app
 from msgx_engine.http.server import sync_registrar
 from msgx_engine.requests.tracker import RequestTracker
 from msgx_engine.sis.decode import decode
+from msgx_engine.sis.times import local
 
 D9 = date(2026, 9, 9)
 
@@ -80,14 +82,109 @@ def test_sync_to_done_end_to_end(app, clock):
 
 
 def test_an_answer_after_the_timeout_changes_nothing(app, clock):
-    """US-08 AC3/AC5, C-23, D16: 60 s after sending with no answer the request is TIMEOUT; a late
-    RESP then finds no open request and is SKIPPED(no_request) without writing flights."""
+    """US-08 AC3/AC5, C-23, D16: 60 s after sending with no answer the request is TIMEOUT; a RESP
+    registered after that is SKIPPED(late_answer) without writing flights."""
     req_id = post_sync(served_client(app)).json()["body"]["request_id"]
     tracker = RequestTracker(app.engine, app.mailbox, app.clock)
     tracker.track()
     clock.advance(60)
     assert tracker.track().timed_out == [req_id]
     (m,) = pump(app, schd("RESP", fltr("A", sodt(9)), dttm="20260101080200"))
-    assert status(app, m) == ("SKIPPED", "no_request")
+    assert status(app, m) == ("SKIPPED", "late_answer")
     assert flights(app) == {}
     assert request_row(app, req_id)[0] == "TIMEOUT"
+
+
+def dttm(clock) -> str:
+    """The clock's time as an answer's META DTTM (local, yyyyMMddHHmmss)."""
+    return local(clock.now()).strftime("%Y%m%d%H%M%S")
+
+
+def detail(app, msg_id: int) -> str:
+    return query(app, "SELECT error_detail FROM proc_state WHERE msg_id = :m", m=msg_id)[0][0]
+
+
+def test_a_whole_day_request_waits_for_the_narrow_one_in_flight(app, clock):
+    """US-08 AC4/AC5, C-23, C-24 (decision L1; the issue's reproduction): a narrow POST /schd/sync
+    for 9/9 (12:00-18:00) is SENT; the whole-day RQFD for 9/9 registered next does not expire it
+    and is not sent. The AODB's answer to the narrow request is that request's answer: it deletes
+    only inside 12:00-18:00 (before, it was taken as the whole-day answer and deleted the 08:00
+    and 20:00 flights too). Then the whole-day request goes out and its answer applies to the
+    whole day. A further answer for 9/9 finds its request closed: SKIPPED(late_answer), nothing
+    written."""
+    pump(app, dnld(*(fltr(f, sodt(9, hhmm=t)) for f, t in (("A08", "0800"), ("B15", "1500"),
+                                                            ("C16", "1600"), ("D20", "2000")))))
+    client, tracker = served_client(app), RequestTracker(app.engine, app.mailbox, app.clock)
+    narrow = post_sync(client, "2026-09-09 12:00", "2026-09-09 18:00").json()["body"]["request_id"]
+    assert tracker.track().sent == [narrow]
+    whole = tracker.register_rqfd(datetime(2026, 9, 9, 0, 0), datetime(2026, 9, 9, 23, 59))
+    assert whole.expired == ()
+    assert tracker.track().sent == [] and len(coutmsgs(app)) == 1
+    assert (request_row(app, narrow)[0], request_row(app, whole.req_id)[0]) == ("SENT", "REGISTERED")
+
+    clock.advance(5)
+    (m1,) = pump(app, schd("RESP", fltr("B15", sodt(9, hhmm="1500")), dttm=dttm(clock)))
+    assert status(app, m1) == ("SUCCEEDED", None)
+    assert {f: v[1] for f, v in flights(app).items()} == {"A08": False, "B15": False, "C16": True, "D20": False}
+    assert request_row(app, narrow) == ("DONE", D9, coutmsgs(app)[0][0], m1)
+
+    assert tracker.track().sent == [whole.req_id]
+    clock.advance(5)
+    (m2,) = pump(app, schd("RESP", fltr("A08", sodt(9, hhmm="0800")), fltr("B15", sodt(9, hhmm="1500")),
+                           dttm=dttm(clock)))
+    assert status(app, m2) == ("SUCCEEDED", None)
+    assert {f: v[1] for f, v in flights(app).items()} == {"A08": False, "B15": False, "C16": True, "D20": True}
+    assert request_row(app, whole.req_id)[0] == "DONE"
+
+    before = flights(app)
+    clock.advance(5)
+    (m3,) = pump(app, schd("RESP", fltr("A08", sodt(9, hhmm="0800")), dttm=dttm(clock)))
+    assert status(app, m3) == ("SKIPPED", "late_answer")
+    assert f"request {whole.req_id} was already DONE by message {m2}" in detail(app, m3)
+    assert flights(app) == before
+
+
+def test_an_echoed_seqn_is_not_moved_onto_the_next_request(app, clock):
+    """US-08 AC4, C-23 (decision L1): an answer echoing the SEQN of a request that timed out is
+    that request's late answer, not the answer of the request sent after it, although it came
+    while that one was in flight: SKIPPED(late_answer), nothing written, the newer one stays SENT."""
+    tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+    first = post_sync(served_client(app)).json()["body"]["request_id"]
+    tracker.track()
+    (first_seqn,) = query(app, "SELECT seqn FROM req_track WHERE req_id = :r", r=first)[0]
+    second = post_sync(served_client(app)).json()["body"]["request_id"]
+    clock.advance(60)
+    tracker.track()
+    assert (tracker.track().sent, request_row(app, first)[0]) == ([second], "TIMEOUT")
+    clock.advance(5)
+    echo = schd("RESP", fltr("A", sodt(9)), dttm=dttm(clock)).replace("<SCHD>", f"<SEQN>{first_seqn}</SEQN><SCHD>")
+    (m,) = pump(app, echo)
+    assert status(app, m) == ("SKIPPED", "late_answer")
+    assert f"after request {first} was sent" in detail(app, m)
+    assert flights(app) == {} and request_row(app, second)[0] == "SENT"
+
+
+def test_lateness_is_judged_by_when_the_answer_was_registered(app, clock):
+    """C-23, Q5 (decision L2): an answer registered 20 s after its request but processed only after
+    the tracker's 60 s timeout (a backlog) is applied and completes the request; with the tracker
+    stopped, an answer registered (and stamped) an hour after its request is refused as late
+    although its request is still SENT."""
+    tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+    first = post_sync(served_client(app)).json()["body"]["request_id"]
+    tracker.track()
+    clock.advance(20)
+    answer = app.mailbox.put(schd("RESP", fltr("A", sodt(9)), dttm=dttm(clock)))
+    assert register(app).registered == 1         # registered now; the pump reaches it only later
+    clock.advance(50)
+    assert tracker.track().timed_out == [first]
+    drain_now(app)
+    assert status(app, answer) == ("SUCCEEDED", None)
+    assert request_row(app, first)[0] == "DONE" and flights(app) == {"A": (D9, False, 1)}
+
+    second = post_sync(served_client(app), "2026-09-10 00:00", "2026-09-10 23:59").json()["body"]["request_id"]
+    assert tracker.track().sent == [second]      # then the tracker stops
+    clock.advance(3600)
+    (late,) = pump(app, schd("RESP", fltr("B", sodt(10)), dttm=dttm(clock)))
+    assert status(app, late) == ("SKIPPED", "late_answer")
+    assert "3600 s after request" in detail(app, late)
+    assert request_row(app, second)[0] == "SENT" and set(flights(app)) == {"A"}

@@ -51,9 +51,11 @@ def test_register_persists_registered_and_sends_nothing(app, tracker):
         tracker.register_rqrd("NOPE")
 
 
-def test_a_new_request_expires_the_open_one_of_the_same_kind_only(app, tracker):
-    """US-08 AC3, D16: one open request per (rtype, styp); a newer one EXPIREs the older REGISTERED
-    or SENT one in the same transaction; other kinds are untouched."""
+def test_a_new_request_expires_only_an_unsent_one_of_the_same_kind(app, tracker, clock):
+    """US-08 AC3, C-24 (decision L1): a newer request EXPIREs an older REGISTERED one of the same
+    (rtype, styp) in the same transaction; other kinds are untouched. A SENT one is never expired
+    by a newer registration: it keeps its type's slot until it is answered, fails or times out,
+    and the newer one waits REGISTERED, unsent, until then."""
     first = tracker.register_rqrd("GLST")
     other = tracker.register_rqfd(datetime(2026, 9, 9), None)
     second = tracker.register_rqrd("glst")
@@ -63,8 +65,12 @@ def test_a_new_request_expires_the_open_one_of_the_same_kind_only(app, tracker):
     tracker.send_pending()
     assert rows(app)[second.req_id][0] == "SENT" and rows(app)[other.req_id][0] == "SENT"
     third = tracker.register_rqrd("GLST")
-    assert third.expired == (second.req_id,)
-    assert [rows(app)[r][0] for r in (second.req_id, third.req_id)] == ["EXPIRED", "REGISTERED"]
+    assert third.expired == ()
+    assert [rows(app)[r][0] for r in (second.req_id, third.req_id)] == ["SENT", "REGISTERED"]
+    assert tracker.track().sent == [] and len(outbox(app)) == 2       # one landed, unclosed RQRD at most
+    clock.advance(30)
+    summary = tracker.track()
+    assert (summary.timed_out, tracker.send_pending().sent) == ([second.req_id], [third.req_id])
 
 
 def test_concurrent_registrations_leave_exactly_one_open_request(app, tracker):
@@ -214,14 +220,16 @@ def test_sent_requests_time_out_after_60_or_30_seconds_from_sent_at(app, tracker
     assert tracker.expire_timeouts() == []
 
 
-def test_seqn_counter_cycles_after_999999(app, tracker):
+def test_seqn_counter_cycles_after_999999(app, tracker, clock):
     """Catalogue §6: the 6-digit SEQN counter (sequence req_seqn, migration 0005) wraps to 000001
     like the peer's counter instead of failing at 999999."""
     with app.engine.begin() as conn:
         conn.execute(text("SELECT setval('req_seqn', 999998)"))
     first = tracker.register_rqfd(datetime(2026, 9, 9), None)
     tracker.send_pending()
-    second = tracker.register_rqfd(datetime(2026, 9, 10), None)     # supersedes the SENT one
+    second = tracker.register_rqfd(datetime(2026, 9, 10), None)     # waits for the SENT one
+    clock.advance(60)
+    assert tracker.track().timed_out == [first.req_id]
     tracker.send_pending()
     assert [rows(app)[r.req_id][2] for r in (first, second)] == ["999999", "000001"]
     assert [decode(body).meta.seqn for _, _, body in outbox(app)] == ["999999", "000001"]

@@ -1,10 +1,10 @@
 """Which day a snapshot covers, and how far it deletes, through the real pump and request tracking
 (PostgreSQL + MariaDB): C-23, US-06 AC2, US-08 AC5, D4 (revised), D23.
 
-- a RESP goes to the SENT RQFD of its own day (D4's majority-SODT rule on its FLTRs); a late
-  answer for a superseded day is SKIPPED(no_request) and writes nothing;
+- a RESP goes to the RQFD of its own day in flight when it was registered (D4's majority-SODT rule
+  on its FLTRs); a late answer for an earlier day is SKIPPED(late_answer) and writes nothing;
 - its diff delete stays inside the request's window (STDB..STDE);
-- an empty RESP answers the single SENT RQFD; an empty DNLD is SKIPPED(empty_snapshot) with an alert;
+- an empty RESP answers the RQFD in flight; an empty DNLD is SKIPPED(empty_snapshot) with an alert;
 - an unreadable RESP DTTM is DEAD(malformed).
 """
 
@@ -53,25 +53,29 @@ def resp(*records: str, dttm: str = ANSWER_DTTM) -> str:
     return schd("RESP", *records, dttm=dttm)
 
 
-def test_c23_d23_late_answer_for_a_superseded_day_is_skipped(app):
-    """The issue's reproduction (C-23, C-24, D16, D23): RQFD for 9/9 sent, then RQFD for 9/10
-    (9/9 EXPIRED); the AODB's late answer for 9/9 is SKIPPED(no_request): 9/10's flights keep
-    their versions, nothing is dated 9/10, no event, and 9/10's request stays SENT. The answer for
-    9/10 is then taken and completes its request."""
+def test_c23_d23_late_answer_for_a_superseded_day_is_skipped(app, clock):
+    """C-23, C-24, D16, D23 (decision L1): RQFD for 9/9 sent, then RQFD for 9/10 registered: it
+    waits while 9/9's is in flight and goes out once that one times out. The AODB's answer for 9/9
+    registered after that is SKIPPED(late_answer): 9/10's flights keep their versions, nothing
+    is dated 9/9, no event, and 9/10's request stays SENT. The answer for 9/10 is then taken and
+    completes its request."""
     pump(app, day_package(["T1", "T2"], 10))
     first = rqfd(app, 9)
-    second = RequestTracker(app.engine, app.mailbox, app.clock).register_rqfd(
-        datetime(2026, 9, 10, 0, 0), datetime(2026, 9, 10, 23, 59))
-    assert second.expired == (first,)
-    assert RequestTracker(app.engine, app.mailbox, app.clock).send_pending().sent == [second.req_id]
+    tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+    second = tracker.register_rqfd(datetime(2026, 9, 10, 0, 0), datetime(2026, 9, 10, 23, 59))
+    assert second.expired == () and tracker.send_pending().sent == []
+    clock.advance(60)
+    assert tracker.expire_timeouts() == [first]
+    assert tracker.send_pending().sent == [second.req_id]
     before = (flights(app), members(app), ledger(app))
 
     (late,) = pump(app, resp(fltr("N1", sodt(9)), fltr("N2", sodt(9))))
-    assert msg_status(app, late) == ("SKIPPED", "no_request")
-    assert "covers 2026-09-09" in query(app, "SELECT error_detail FROM proc_state WHERE msg_id = :m", m=late)[0][0]
+    assert msg_status(app, late) == ("SKIPPED", "late_answer")
+    assert f"after request {first} was sent" in query(
+        app, "SELECT error_detail FROM proc_state WHERE msg_id = :m", m=late)[0][0]
     assert (flights(app), members(app), ledger(app)) == before
     assert events(app, late) == []
-    assert (req_status(app, first), req_status(app, second.req_id)) == ("EXPIRED", "SENT")
+    assert (req_status(app, first), req_status(app, second.req_id)) == ("TIMEOUT", "SENT")
 
     (answer,) = pump(app, resp(fltr("T1", sodt(10))))
     assert msg_status(app, answer) == ("SUCCEEDED", None)
@@ -86,7 +90,7 @@ def test_d23_partial_window_deletes_only_inside_it(app):
     pump(app, dnld(*(fltr(f, sodt(11, hhmm=t)) for f, t in (("A08", "0800"), ("B15", "1500"),
                                                              ("C16", "1600"), ("D20", "2000")))))
     req = rqfd(app, 11, "12:00", "18:00")
-    (m,) = pump(app, resp(fltr("B15", sodt(11, hhmm="1500"))))
+    (m,) = pump(app, resp(fltr("B15", sodt(11, hhmm="1500"), stnd="505")))     # B15 changed: a new version
     assert msg_status(app, m) == ("SUCCEEDED", None)
     assert flights(app) == {"A08": (D11, False, 1), "B15": (D11, False, 2), "C16": (D11, True, 2),
                             "D20": (D11, False, 1)}

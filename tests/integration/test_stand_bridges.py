@@ -10,6 +10,7 @@ import logging
 
 from builders import envelope, flop
 from snapshot_builders import dnld, events, fltr, pump, query, status
+from sqlalchemy import text
 
 from msgx_engine.http.flights import current_flights_json
 from msgx_engine.store.bridges import mapping_status
@@ -97,4 +98,34 @@ def test_an_empty_full_load_makes_every_stand_remote_not_unknown_us14_ac3(app):
     pump(app, abdg("DNLD", ("A1", ("501",))), psdt("F1", "501"))
     (m,) = pump(app, envelope("ABDG", "DNLD", "\t<RECS>0</RECS>\n"))
     assert status(app, m) == ("SUCCEEDED", None)
+    assert airbridges(flight(app, "F1")) == ([[]], "absent")
+
+
+def test_a_truncated_full_load_is_refused_and_changes_nothing_inv27(app):
+    """INV-27, US-14 AC3 (decision L4; issue reproduction): an ABDG DNLD announcing RECS 30 with no
+    record, or a RESP carrying fewer records than its RECS, is DEAD(records_mismatch): the mapping,
+    its full-load record and every flight stay as they were, no event is written, and the stand
+    keeps its airbridge. An intended clear (RECS 0, no record) stays possible."""
+    first, _ = pump(app, abdg("DNLD", ("A1", ("501",)), ("A2", ("502",))), psdt("F1", "501"))
+    before = (query(app, "SELECT rtype, rkey, fields FROM ref_master ORDER BY rkey"),
+              query(app, "SELECT rtype, msg_id FROM ref_load"),
+              query(app, "SELECT flid, state_version, stand_bridges FROM flight_schd"))
+    with app.engine.begin() as conn:
+        conn.execute(text("INSERT INTO req_track (rtype, styp, status, sent_at) "
+                          "VALUES ('RQRD', 'ABDG', 'SENT', :t)"), {"t": app.clock.now()})
+    empty, short = pump(app, envelope("ABDG", "DNLD", "\t<RECS>30</RECS>\n"),
+                        envelope("ABDG", "RESP", "\t<RECS>2</RECS>\n\t<ABDG><ABCD>A1</ABCD><STND>501</STND></ABDG>\n",
+                                 dttm="20260101080000"))
+    assert status(app, empty) == status(app, short) == ("DEAD", "records_mismatch")
+    ((detail,),) = query(app, "SELECT error_detail FROM proc_state WHERE msg_id = :m", m=empty)
+    assert "RECS 30 but carries 0" in detail
+    assert (query(app, "SELECT rtype, rkey, fields FROM ref_master ORDER BY rkey"),
+            query(app, "SELECT rtype, msg_id FROM ref_load"),
+            query(app, "SELECT flid, state_version, stand_bridges FROM flight_schd")) == before
+    assert events(app, empty) == [] and events(app, short) == []
+    assert airbridges(flight(app, "F1")) == ([["A1"]], "absent")
+    assert query(app, "SELECT status FROM req_track") == [("SENT",)]    # a refused answer completes nothing
+
+    (clear,) = pump(app, envelope("ABDG", "DNLD", "\t<RECS>0</RECS>\n"))
+    assert status(app, clear) == ("SUCCEEDED", None)
     assert airbridges(flight(app, "F1")) == ([[]], "absent")

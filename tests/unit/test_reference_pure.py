@@ -97,6 +97,29 @@ def test_recs_mismatch_is_noted_not_rejected():
     assert "missing" in _plan("AIRC", "ADD", "<AIRC><ITAT>1</ITAT></AIRC>").recs_note
 
 
+@pytest.mark.parametrize("styp,body,named", [
+    ("DNLD", "<RECS>30</RECS>", "RECS 30 but carries 0"),
+    ("RESP", "<RECS>3</RECS><ABDG><ABCD>1</ABCD></ABDG><ABDG><ABCD>2</ABCD></ABDG>", "RECS 3 but carries 2"),
+    ("DNLD", "<ABDG><ABCD>1</ABCD></ABDG>", "RECS is missing"),
+    ("DNLD", "", "RECS is missing"),
+    ("DNLD", "<RECS>many</RECS><ABDG><ABCD>1</ABCD></ABDG>", "RECS is ['many']"),
+])
+def test_a_truncated_or_uncounted_full_package_is_refused(styp, body, named):
+    """INV-27, US-14 AC3 (decision L4): a full package (DNLD/RESP) carrying fewer records than its
+    RECS, or without a readable RECS, is DEAD(records_mismatch) with no plan: it would delete the
+    records it lost. Incremental messages are not held to RECS."""
+    decision = _decide("ABDG", styp, body, OpenRequest(7, None, SENT), dttm="20210123050000")
+    assert (decision.outcome, decision.reason, decision.plans) == (DEAD, "records_mismatch", ())
+    assert named in decision.detail and "nothing changed" in decision.detail
+    assert _decide("ABDG", "UPD", "<RECS>3</RECS><ABDG><ABCD>1</ABCD></ABDG>").outcome == APPLY
+
+
+def test_an_intended_clear_is_recs_zero_and_no_records():
+    """D17, US-14 AC3 (decision L4): RECS 0 with no records is a complete, empty list: taken."""
+    plan = _plan("ABDG", "DNLD", "<RECS>0</RECS>")
+    assert (plan.replaces, plan.records) == (True, ())
+
+
 def test_operations_per_subtype():
     """D17: DNLD/RESP replace (every record), ADD/UPD upsert (a key given twice keeps its last
     record), DEL deletes by key whatever else the record carries; an empty DNLD replaces with nothing."""
@@ -125,7 +148,7 @@ SENT = datetime(2021, 1, 22, 21, 0, tzinfo=UTC)       # 05:00 on 23 Jan 2021, As
 def test_resp_without_a_matching_request_is_skipped(request_, dttm, why):
     """D16, US-08 AC4/AC5: a RESP is taken only for an open RQRD with a send time and a META DTTM
     (local time) not before it; otherwise SKIPPED(no_request), no effect."""
-    decision = _decide("ABNR", "RESP", "<ABNR><ANRC>A</ANRC></ABNR>", request_, dttm=dttm)
+    decision = _decide("ABNR", "RESP", "<RECS>1</RECS><ABNR><ANRC>A</ANRC></ABNR>", request_, dttm=dttm)
     assert (decision.outcome, decision.reason, decision.plans) == (SKIP, "no_request", ())
     assert why in decision.detail
 
@@ -134,7 +157,8 @@ def test_resp_answering_its_request_carries_it_and_dnld_never_does():
     """D16: DTTM 05:00:00 local equals the send time -> taken, the plan names the request to
     complete; a DNLD given the same context does not complete it."""
     req = OpenRequest(7, None, SENT)
-    plan, completion = _decide("ABNR", "RESP", "<ABNR><ANRC>A</ANRC></ABNR>", req, dttm="20210123050000").plans
+    body = "<RECS>1</RECS><ABNR><ANRC>A</ANRC></ABNR>"
+    plan, completion = _decide("ABNR", "RESP", body, req, dttm="20210123050000").plans
     assert (plan.replaces, completion) == (True, RequestCompletion(7))
-    dnld = _decide("ABNR", "DNLD", "<ABNR><ANRC>A</ANRC></ABNR>", req, dttm="20210123050000")
+    dnld = _decide("ABNR", "DNLD", body, req, dttm="20210123050000")
     assert [type(p).__name__ for p in dnld.plans] == ["RefPlan"]
