@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from sqlalchemy import Engine
@@ -96,12 +96,14 @@ class App:
     def check(self, name: str) -> CheckResult:
         """One health check now, without alerting (a check clicked in the Dagster UI)."""
         drift = self.projection_drift() if name == "projection_drift" else None
-        return CHECKS[name](figures(self.engine), drift)
+        f = replace(figures(self.engine, self.mailbox), kafka_configured=bool(self.settings.kafka_bootstrap))
+        return CHECKS[name](f, drift)
 
     def alerter(self, **kw) -> Alerter:
         """The scheduled health-check evaluation with alerting on state changes (OPS-2)."""
         return Alerter(self.engine, webhook_url=self.settings.alert_webhook, mode=self.mode,
-                       drift_probe=self.projection_drift, **kw)
+                       drift_probe=self.projection_drift, mailbox=self.mailbox,
+                       kafka_configured=bool(self.settings.kafka_bootstrap), **kw)
 
     def mailbox_lock(self) -> MailboxLock | None:
         """One installation per mailbox: the pump's lock on the mailbox server. Shadow mode (D29,

@@ -1,5 +1,4 @@
-"""The ``msgx`` command (DESIGN §4): demo, db, mailbox, pump, dispatch, serve, request, replay, skip,
-recover, archive, flights."""
+"""The ``msgx`` command: run, inspect and operate msgx from a shell."""
 
 from __future__ import annotations
 
@@ -143,6 +142,28 @@ def cmd_snapshot_report(args: argparse.Namespace) -> int:
         app.dispose()
     print(json.dumps(reports, ensure_ascii=False, indent=1, sort_keys=True))
     return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """One screen: every health check with its cause, the backlog, the pump, dead letters, the outbox,
+    snapshots. Exit 0 healthy, 1 a check fails (warnings included), 2 the state database is unreadable."""
+    from msgx_engine.monitor.status import EXIT_UNREACHABLE, StateUnreachable, gather
+    from msgx_engine.monitor.status_render import as_json, render_text, unreachable_json
+
+    app = _app()
+    try:
+        report = gather(app.engine, app.mailbox, mode=app.mode,
+                        drift_probe=app.projection_drift if app.settings.redis_url else None,
+                        kafka_configured=bool(app.settings.kafka_bootstrap))
+    except StateUnreachable as exc:
+        if args.json:
+            print(json.dumps(unreachable_json(str(exc))))
+        print(f"msgx status: {exc}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    finally:
+        app.dispose()
+    print(json.dumps(as_json(report), ensure_ascii=False, indent=1) if args.json else render_text(report))
+    return report.exit_code
 
 
 def cmd_dispatch(args: argparse.Namespace) -> int:
@@ -298,6 +319,76 @@ def cmd_skip(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- acknowledge and outbox: dead letters and dead events with a lifecycle ---------------------------
+def _mailbox_ids(values: list[str], what: str) -> list[int]:
+    out: list[int] = []
+    for v in values:
+        for part in v.replace(",", " ").split():
+            if not part.isdigit():
+                raise ConfigError(f"{part!r} is not {what}")
+            out.append(int(part))
+    return list(dict.fromkeys(out))
+
+
+def cmd_acknowledge(args: argparse.Namespace) -> int:
+    from msgx_engine.pipeline.acknowledge import acknowledge
+
+    ids = _mailbox_ids(args.ids, "a mailbox id")
+    if not ids or not args.operator.strip() or not args.reason.strip():
+        print("msgx acknowledge: give mailbox ids, --operator NAME and --reason TEXT", file=sys.stderr)
+        return 2
+    app = _app()
+    try:
+        result = acknowledge(app.engine, ids, operator=args.operator, reason=args.reason, now=app.clock.now())
+    finally:
+        app.dispose()
+    if not result.applied:
+        for line in result.lines():
+            print(f"msgx acknowledge: {line}", file=sys.stderr)
+        print(f"msgx acknowledge: refused, nothing acknowledged ({'; '.join(result.refused_because)}); "
+              f"audit {result.audit_id}", file=sys.stderr)
+        return 2
+    print("\n".join(result.lines()))
+    print(f"acknowledged {len(result.acknowledged)} message(s): they no longer count as waiting dead letters "
+          f"and are archived normally; audit {result.audit_id}")
+    return 0
+
+
+def cmd_outbox(args: argparse.Namespace) -> int:
+    from msgx_engine.pipeline import outbox_ops
+
+    ids = _mailbox_ids(args.ids or [], "an event id")
+    if not args.apply:
+        if ids or args.all_dead or args.operator or args.reason:
+            print("msgx outbox: --ids, --all-dead, --operator and --reason go with --apply", file=sys.stderr)
+            return 2
+        app = _app()
+        try:
+            view = outbox_ops.preview(app.engine, app.clock.now())
+        finally:
+            app.dispose()
+        print(json.dumps(view.as_json(), ensure_ascii=False, indent=1) if args.json else "\n".join(view.lines()))
+        return 0
+    if not (args.operator or "").strip() or not (args.reason or "").strip() or bool(ids) == args.all_dead:
+        print("msgx outbox: --apply needs --operator NAME, --reason TEXT and either --ids EVENT_ID... "
+              "or --all-dead", file=sys.stderr)
+        return 2
+    app = _app()
+    try:
+        result = outbox_ops.revive(app.engine, event_ids=ids, all_dead=args.all_dead, operator=args.operator,
+                                   reason=args.reason)
+    finally:
+        app.dispose()
+    if not result.applied:
+        for line in result.lines():
+            print(f"msgx outbox: {line}", file=sys.stderr)
+        print(f"audit {result.audit_id}: refused", file=sys.stderr)
+        return 2
+    print("\n".join(result.lines()))
+    print(f"audit {result.audit_id}")
+    return 0
+
+
 # --- archive (US-11) ---------------------------------------------------------------------------------
 def cmd_archive(args: argparse.Namespace) -> int:
     import getpass
@@ -364,12 +455,41 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_adopt(args: argparse.Namespace) -> int:
+    """An empty state database on a mailbox processed recently is refused (exit 4) as a lost state;
+    this records, audited, that it is a first installation taking the processed rows as history."""
+    from msgx_engine.pipeline.pump import PumpBusy
+    from msgx_engine.pipeline.recover import AlreadyAdopted, RecoverBusy, adopt
+
+    if not (args.operator or "").strip() or not (args.reason or "").strip():
+        print("msgx adopt: needs --operator NAME and --reason TEXT", file=sys.stderr)
+        return 2
+    app = _app()
+    try:
+        app.check_ready()
+        try:
+            result = adopt(app.engine, app.mailbox, operator=args.operator, reason=args.reason)
+        except (RecoverBusy, PumpBusy) as exc:
+            print(f"msgx adopt: {exc}", file=sys.stderr)
+            return 3
+        except AlreadyAdopted as exc:
+            print(f"msgx adopt: {exc}", file=sys.stderr)
+            return 2
+    finally:
+        app.dispose()
+    print(f"adopted the mailbox: rows up to id {result.high_water} are taken as processed before this "
+          f"installation; audit {result.audit_id}")
+    return 0
+
+
 # --- demo --------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
-    from msgx_engine.demo.run import run_demo, stop_embedded
+    from msgx_engine.demo.run import fix_fault, run_demo, stop_embedded
 
     if args.stop:
         return stop_embedded(Settings.from_env().home)
+    if args.fix_fault:
+        return fix_fault(Settings.from_env().home)
     return run_demo(Settings.from_env(), headless=args.headless, port=args.port, seed=args.seed)
 
 
@@ -382,6 +502,9 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--headless", action="store_true", help="run the pump once, print a summary and exit")
     demo.add_argument("--port", type=int, default=3000)
     demo.add_argument("--stop", action="store_true", help="stop the embedded PostgreSQL server and exit")
+    demo.add_argument("--fix-fault", action="store_true",
+                      help="the fix step of the demo's rehearsed failure: stop the state database refusing "
+                           "the flight's cancellation, then replay the dead letter")
     demo.add_argument("--seed", type=int, help="seed of the generated day (same seed, same messages and counts)")
     demo.set_defaults(func=cmd_demo)
 
@@ -446,8 +569,27 @@ def parser() -> argparse.ArgumentParser:
     skip.add_argument("--reason", required=True)
     skip.set_defaults(func=cmd_skip)
 
+    ack = sub.add_parser("acknowledge", help="close dead or unsupported messages that will not be replayed: they "
+                                             "leave the dead-letter count and are archived normally (recorded "
+                                             "in the audit trail)")
+    ack.add_argument("ids", nargs="+", metavar="ID", help="mailbox ids (space or comma separated)")
+    ack.add_argument("--operator", required=True, help="who closes them (recorded in the audit trail)")
+    ack.add_argument("--reason", required=True, help="why they need no replay")
+    ack.set_defaults(func=cmd_acknowledge)
+
+    ob = sub.add_parser("outbox", help="events waiting for delivery to Kafka and dead events (default); "
+                                       "--apply sends dead events again (recorded in the audit trail)")
+    ob.add_argument("--json", action="store_true", help="the overview as JSON")
+    ob.add_argument("--apply", action="store_true", help="revive the chosen dead events: they are delivered "
+                                                         "again, before the later events of their flight")
+    ob.add_argument("--ids", nargs="+", metavar="EVENT_ID", help="dead event ids (space or comma separated)")
+    ob.add_argument("--all-dead", action="store_true", help="every dead event")
+    ob.add_argument("--operator", help="who revives them (recorded in the audit trail)")
+    ob.add_argument("--reason", help="why they may be sent now")
+    ob.set_defaults(func=cmd_outbox)
+
     arch = sub.add_parser("archive", help="move finished messages to the archive tables, purge old flights "
-                                          "and ledgers (US-11)")
+                                          "and ledgers")
     arch.add_argument("--older-than", help="retention of terminal messages, e.g. 2d (default MSGX_ARCHIVE_AFTER; "
                                            "0s allowed); identity bindings inside MSGX_IDENTITY_WINDOW are kept")
     arch.add_argument("--dry-run", action="store_true", help="print what would be archived or removed")
@@ -462,6 +604,11 @@ def parser() -> argparse.ArgumentParser:
     recover.add_argument("--operator")
     recover.add_argument("--reason")
     recover.set_defaults(func=cmd_recover)
+    adopt = sub.add_parser("adopt", help="first installation on a mailbox that was processed recently: take its "
+                                         "processed rows as history from before this installation (audited)")
+    adopt.add_argument("--operator", required=True)
+    adopt.add_argument("--reason", required=True)
+    adopt.set_defaults(func=cmd_adopt)
 
     flights = sub.add_parser("flights", help="print current flights as whole-state JSON")
     flights.set_defaults(func=cmd_flights)
@@ -470,6 +617,17 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("--day", type=date.fromisoformat, help="every report of this day (YYYY-MM-DD); "
                         "default: the newest report")
     report.set_defaults(func=cmd_snapshot_report)
+
+    status = sub.add_parser("status", help="is msgx healthy? every check with its cause and the first command to "
+                                           "run; exit 0 healthy, 1 a check fails, 2 the database is unreachable",
+                            description="One screen without Dagster or Prometheus: every health check (OK, FAILING, "
+                                        "or WARN for work waiting for an operator) with its cause, the first command "
+                                        "to run and its runbook section (docs/runbook.md), the backlog, the pump, "
+                                        "dead letters, the outbox per topic and the newest snapshot of each live day. "
+                                        "Exit 0: healthy; 1: a check fails, warnings included; 2: the state database "
+                                        "cannot be read or its schema is behind.")
+    status.add_argument("--json", action="store_true", help="the same content as JSON, for scripts")
+    status.set_defaults(func=cmd_status)
     return p
 
 
