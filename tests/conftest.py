@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psycopg
@@ -300,17 +300,38 @@ def kafka_reader():
 
 
 @pytest.fixture
-def msgx(settings, monkeypatch, capsys):
-    """Run ``msgx ARGS`` in process against the test's databases; returns (exit code, stdout JSON or text)."""
+def cli_run(settings, monkeypatch, capsys):
+    """``cli_run(*argv)`` -> (exit code, stdout, stderr) of ``msgx ARGV`` run in process against the
+    test's databases, with no other MSGX_ setting of the caller's environment leaking in."""
     for key in [k for k in os.environ if k.startswith("MSGX_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
     monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
     monkeypatch.setenv("MSGX_HOME", str(settings.home))
 
-    def run(*argv: str):
+    def call(*argv: str) -> tuple[int, str, str]:
         code = cli.main(list(argv))
         out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+@pytest.fixture
+def msgx(cli_run):
+    """Run ``msgx ARGS`` in process against the test's databases; returns (exit code, stdout JSON or text)."""
+    def run(*argv: str):
+        code, out, err = cli_run(*argv)
         return code, (json.loads(out) if code == 0 else err)
 
     return run
+
+
+@pytest.fixture
+def kapp(settings, clock, kafka_bootstrap):
+    """An App delivering to the test broker, on topics of its own (no test reads another's records)."""
+    tag = uuid.uuid4().hex[:8]
+    s = replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
+    application = App.from_settings(s, clock=clock)
+    yield application
+    application.dispose()

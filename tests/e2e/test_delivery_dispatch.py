@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
-from dataclasses import replace
 
 import pytest
 from sqlalchemy import insert, select, text
@@ -20,15 +18,6 @@ from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.locks import DISPATCHER
 from msgx_engine.store.tables import msg_event
 from tests.builders import flop, gtdt
-
-
-@pytest.fixture
-def kapp(settings, clock, kafka_bootstrap):
-    tag = uuid.uuid4().hex[:8]
-    s = replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
-    application = App.from_settings(s, clock=clock)
-    yield application
-    application.dispose()
 
 
 def dispatcher(app: App, clock, *, delivery_timeout_s: float = 10.0, should_stop=None, **opts) -> Dispatcher:

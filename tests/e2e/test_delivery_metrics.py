@@ -4,8 +4,6 @@ real Kafka-wire broker (tansu), unchanged by a resend and by archiving."""
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,15 +25,6 @@ DELIVERY_LATENCY = "msgx_event_delivery_latency_seconds"
 @pytest.fixture
 def clock() -> TickingClock:
     return TickingClock(datetime.now(UTC))
-
-
-@pytest.fixture
-def kapp(settings, clock, kafka_bootstrap):
-    tag = uuid.uuid4().hex[:8]
-    s = replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
-    application = App.from_settings(s, clock=clock)
-    yield application
-    application.dispose()
 
 
 def sent_by_topic(app: App) -> dict[tuple[str], float]:

@@ -8,14 +8,8 @@ audited; the dispatcher then delivers it first and the later event after it, on 
 
 from __future__ import annotations
 
-import os
-import uuid
-from dataclasses import replace
-
-import pytest
 from sqlalchemy import select
 
-from msgx_engine import cli
 from msgx_engine.app import App
 from msgx_engine.delivery.dispatcher import Dispatcher, DispatchOptions
 from msgx_engine.delivery.producer import KafkaSink
@@ -27,32 +21,6 @@ from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
 
 NOWHERE = "127.0.0.1:9"      # nothing listens: every send fails after the delivery timeout
-
-
-@pytest.fixture
-def kapp(settings, clock, kafka_bootstrap):
-    tag = uuid.uuid4().hex[:8]
-    s = replace(settings, kafka_bootstrap=kafka_bootstrap, topic_msg=f"msg_{tag}", topic_schd=f"schd_{tag}")
-    application = App.from_settings(s, clock=clock)
-    yield application
-    application.dispose()
-
-
-@pytest.fixture
-def run(settings, monkeypatch, capsys):
-    """``run(*argv)`` -> (exit code, stdout, stderr) of ``msgx ARGV`` in process."""
-    for key in [k for k in os.environ if k.startswith("MSGX_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
-    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
-    monkeypatch.setenv("MSGX_HOME", str(settings.home))
-
-    def call(*argv: str) -> tuple[int, str, str]:
-        code = cli.main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
 
 
 def process(app: App, *messages: str) -> list[int]:
@@ -82,7 +50,7 @@ def deliver(app: App, clock) -> None:
 
 
 def test_dead_event_is_listed_revived_audited_and_delivered_before_its_flights_later_event(
-        kapp, clock, run, kafka_reader):
+        kapp, clock, cli_run, kafka_reader):
     """OPS-2, US-07 AC1, C-29: flight OB1's events die (msg and schd); a later message of OB1
     is held behind them while flight OB2's event is delivered; the preview lists each dead event
     (event id, topic, FLID, mailbox id, attempts, error excerpt, how many wait behind it); the
@@ -99,17 +67,17 @@ def test_dead_event_is_listed_revived_audited_and_delivered_before_its_flights_l
     assert len(held) == 2 and all(e.sent_at is None and e.send_attempts == 0 for e in held), "overtook"
     assert all(e.sent_at is not None for e in events(kapp, "OB2"))
 
-    code, out, err = run("outbox")
+    code, out, err = cli_run("outbox")
     assert code == 0, err
     for e in dead:
         assert (f"event {e.event_id}: topic {e.topic}, flight OB1, mailbox id {first}, 1 attempt(s)" in out
                 and "1 later event(s) of this flight wait behind it" in out), out
     assert "last error: " in out and "2 dead event(s)" in out and "msgx outbox --apply --ids" in out
-    code, out, err = run("outbox", "--json")
+    code, out, err = cli_run("outbox", "--json")
     assert code == 0 and '"dead_total": 2' in out
 
     dead_ids = [str(e.event_id) for e in dead]
-    code, out, err = run("outbox", "--apply", "--ids", *dead_ids, "--operator", "carol", "--reason", "broker back")
+    code, out, err = cli_run("outbox", "--apply", "--ids", *dead_ids, "--operator", "carol", "--reason", "broker back")
     assert code == 0, err
     assert f"revived event {dead[0].event_id}" in out and "revived 2 dead event(s)" in out
     revived = events(kapp, "OB1")[:2]
@@ -131,24 +99,24 @@ def test_dead_event_is_listed_revived_audited_and_delivered_before_its_flights_l
     assert [r.headers["state_version"] for r in schd] == ["2"]
 
 
-def test_outbox_apply_refuses_when_nothing_matches_or_arguments_are_missing(kapp, clock, run):
+def test_outbox_apply_refuses_when_nothing_matches_or_arguments_are_missing(kapp, clock, cli_run):
     """OPS-2: --apply without operator/reason or without a choice of events, an id that is not a
     dead event, and --all-dead with no dead event are refused (exit 2) and revive nothing."""
     process(kapp, gtdt("OB3", (1, "A1")))
     kill_events_for_real(kapp, clock)
     dead_msg = events(kapp, "OB3")[0]
-    assert run("outbox", "--apply", "--ids", str(dead_msg.event_id), "--reason", "x")[0] == 2
-    assert run("outbox", "--apply", "--operator", "x", "--reason", "y")[0] == 2
-    assert run("outbox", "--apply", "--all-dead", "--ids", "1", "--operator", "x", "--reason", "y")[0] == 2
-    assert run("outbox", "--ids", str(dead_msg.event_id))[0] == 2
-    code, _, err = run("outbox", "--apply", "--ids", str(dead_msg.event_id), "999999", "--operator", "x",
+    assert cli_run("outbox", "--apply", "--ids", str(dead_msg.event_id), "--reason", "x")[0] == 2
+    assert cli_run("outbox", "--apply", "--operator", "x", "--reason", "y")[0] == 2
+    assert cli_run("outbox", "--apply", "--all-dead", "--ids", "1", "--operator", "x", "--reason", "y")[0] == 2
+    assert cli_run("outbox", "--ids", str(dead_msg.event_id))[0] == 2
+    code, _, err = cli_run("outbox", "--apply", "--ids", str(dead_msg.event_id), "999999", "--operator", "x",
                        "--reason", "y")
     assert code == 2 and "not dead events" in err and "999999" in err
     assert all(e.dead_at is not None for e in events(kapp, "OB3"))
-    code, out, err = run("outbox", "--apply", "--all-dead", "--operator", "x", "--reason", "y")
+    code, out, err = cli_run("outbox", "--apply", "--all-dead", "--operator", "x", "--reason", "y")
     assert code == 0, err
     assert "revived 2 dead event(s)" in out
-    code, _, err = run("outbox", "--apply", "--all-dead", "--operator", "x", "--reason", "again")
+    code, _, err = cli_run("outbox", "--apply", "--all-dead", "--operator", "x", "--reason", "again")
     assert code == 2 and "no dead event matches" in err
     with kapp.engine.connect() as conn:
         outcomes = [e.outcome["revived"] for e in audit.entries(conn, action="outbox_revive")]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from msgx_engine import cli
 from msgx_engine.store import audit
 from tests.builders import envelope, gtdt
 from tests.fault_support import fault_fixture, sql, until_dead  # noqa: F401  (the `fault` fixture)
@@ -20,25 +19,6 @@ from tests.pipeline_support import drain_now, proc, register
 
 MALFORMED = "<MSG><META><SNDR>AODB</SNDR>"
 UNSUPPORTED = envelope("ZZZZ", "XXXX", "\t<X/>\n")
-
-
-@pytest.fixture
-def run(settings, monkeypatch, capsys):
-    """``run(*argv)`` -> (exit code, stdout, stderr) of ``msgx ARGV`` in process."""
-    import os
-
-    for key in [k for k in os.environ if k.startswith("MSGX_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
-    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
-    monkeypatch.setenv("MSGX_HOME", str(settings.home))
-
-    def call(*argv: str) -> tuple[int, str, str]:
-        code = cli.main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return call
 
 
 def waiting_dead(app) -> list[int]:
@@ -56,7 +36,7 @@ def audits(app, action: str):
         return [(e, audit.items_of(conn, e.audit_id)) for e in audit.entries(conn, action=action)]
 
 
-def test_acknowledge_closes_a_malformed_dead_letter_audited(app, run):
+def test_acknowledge_closes_a_malformed_dead_letter_audited(app, cli_run):
     """OPS-2, US-10: a DEAD(malformed) message can never be replayed; acknowledged with operator
     and reason it leaves the waiting dead letters (acknowledged_at/by set), keeps its status,
     reason, error and history (still queryable), and the request is one audit row with its item."""
@@ -66,7 +46,7 @@ def test_acknowledge_closes_a_malformed_dead_letter_audited(app, run):
     assert (before.status, before.reason) == ("DEAD", "malformed") and waiting_dead(app) == [m]
     history = sql(app, f"SELECT * FROM proc_state_hst WHERE msg_id = {m} ORDER BY id")
 
-    code, out, err = run("acknowledge", str(m), "--operator", "alice", "--reason", "garbage from a test sender")
+    code, out, err = cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "garbage from a test sender")
     assert code == 0, err
     assert f"mailbox id {m}: DEAD(malformed)" in out and "acknowledged 1 message(s)" in out
     after = proc(app, m)
@@ -82,18 +62,18 @@ def test_acknowledge_closes_a_malformed_dead_letter_audited(app, run):
         (m, "DEAD", "DEAD", "acknowledged")]
 
 
-def test_acknowledge_takes_unsupported_messages_too(app, run):
+def test_acknowledge_takes_unsupported_messages_too(app, cli_run):
     """OPS-2: a SKIPPED(unsupported) message also waits for an operator (archiving keeps it); when
     the type will never be handled it is acknowledged the same way."""
     m = app.mailbox.put(UNSUPPORTED)
     drain_now(app)
     assert (proc(app, m).status, proc(app, m).reason) == ("SKIPPED", "unsupported")
-    code, out, err = run("acknowledge", str(m), "--operator", "bob", "--reason", "type retired by the AODB")
+    code, out, err = cli_run("acknowledge", str(m), "--operator", "bob", "--reason", "type retired by the AODB")
     assert code == 0, err
     assert proc(app, m).acknowledged_by == "bob" and proc(app, m).status == "SKIPPED"
 
 
-def test_refusals_exit_2_name_each_id_and_change_nothing(app, run):
+def test_refusals_exit_2_name_each_id_and_change_nothing(app, cli_run):
     """OPS-2, US-10 AC2: a PENDING, a SUCCEEDED, an unknown and an already acknowledged id are
     each refused with exit 2 and a message naming the id and why; a request mixing a good dead
     letter with a refused id acknowledges nothing (all or nothing). Refused requests are audited,
@@ -105,18 +85,18 @@ def test_refusals_exit_2_name_each_id_and_change_nothing(app, run):
     pending = app.mailbox.put(gtdt("AK2", (1, "A2")))
     register(app)
     assert proc(app, pending).status == "PENDING" and proc(app, done).status == "SUCCEEDED"
-    assert run("acknowledge", str(acked), "--operator", "alice", "--reason", "first")[0] == 0
+    assert cli_run("acknowledge", str(acked), "--operator", "alice", "--reason", "first")[0] == 0
     unknown = 987654
     before = state_rows(app)
 
     cases = {pending: "PENDING is still being processed", done: "SUCCEEDED does not wait for an operator",
              unknown: "no such message", acked: "already acknowledged by alice"}
     for msg_id, why in cases.items():
-        code, out, err = run("acknowledge", str(msg_id), "--operator", "bob", "--reason", "try")
+        code, out, err = cli_run("acknowledge", str(msg_id), "--operator", "bob", "--reason", "try")
         assert code == 2, (msg_id, out, err)
         assert f"mailbox id {msg_id}" in err and why in err, err
         assert "nothing acknowledged" in err
-    code, out, err = run("acknowledge", f"{dead},{done}", "--operator", "bob", "--reason", "both")
+    code, out, err = cli_run("acknowledge", f"{dead},{done}", "--operator", "bob", "--reason", "both")
     assert code == 2 and f"mailbox id {done}" in err and f"mailbox id {dead}:" not in err
     assert state_rows(app) == before
     assert waiting_dead(app) == [dead]
@@ -128,19 +108,19 @@ def test_refusals_exit_2_name_each_id_and_change_nothing(app, run):
                                  "messages do)"}
 
 
-def test_acknowledge_without_operator_or_reason_is_a_usage_error(app, run):
+def test_acknowledge_without_operator_or_reason_is_a_usage_error(app, cli_run):
     """OPS-2: operator and reason are required (argparse usage error, exit 2); nothing changes."""
     m = app.mailbox.put(MALFORMED)
     drain_now(app)
     for argv in (("acknowledge", str(m), "--reason", "x"), ("acknowledge", str(m), "--operator", "x")):
         with pytest.raises(SystemExit) as exc:
-            run(*argv)
+            cli_run(*argv)
         assert exc.value.code == 2
-    assert run("acknowledge", str(m), "--operator", " ", "--reason", "x")[0] == 2
+    assert cli_run("acknowledge", str(m), "--operator", " ", "--reason", "x")[0] == 2
     assert proc(app, m).acknowledged_at is None and audits(app, "acknowledge") == []
 
 
-def test_replay_clears_the_acknowledgement(app, clock, fault, run):
+def test_replay_clears_the_acknowledgement(app, clock, fault, cli_run):
     """OPS-2, US-10 AC3: an acknowledged DEAD(exhausted) message may still be replayed; the replay
     clears its acknowledgement (it is open again, and dead again it would wait anew) and the
     message then succeeds."""
@@ -148,9 +128,9 @@ def test_replay_clears_the_acknowledgement(app, clock, fault, run):
     m = app.mailbox.put(gtdt("AK3", (1, "B1")))
     until_dead(app, clock, m)
     fault.fix()
-    assert run("acknowledge", str(m), "--operator", "alice", "--reason", "later")[0] == 0
+    assert cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "later")[0] == 0
     assert proc(app, m).acknowledged_at is not None
-    code, out, err = run("replay", "--ids", str(m), "--apply", "--operator", "alice", "--reason", "fixed after all")
+    code, out, err = cli_run("replay", "--ids", str(m), "--apply", "--operator", "alice", "--reason", "fixed after all")
     assert code == 0, err
     row = proc(app, m)
     assert (row.status, row.acknowledged_at, row.acknowledged_by) == ("PENDING", None, None)
@@ -158,7 +138,7 @@ def test_replay_clears_the_acknowledgement(app, clock, fault, run):
     assert proc(app, m).status == "SUCCEEDED"
 
 
-def test_archive_keeps_what_waits_for_an_operator_until_it_is_handled(app, clock, fault, run):
+def test_archive_keeps_what_waits_for_an_operator_until_it_is_handled(app, clock, fault, cli_run):
     """OPS-2, US-11: past the retention, an unacknowledged DEAD(malformed), DEAD(exhausted) and
     SKIPPED(unsupported) message stay online with their history (the dry run and the run say how
     many were kept and why) while an ignored message is archived; once acknowledged, or replayed
@@ -173,11 +153,11 @@ def test_archive_keeps_what_waits_for_an_operator_until_it_is_handled(app, clock
     fault.fix()
     waiting = {malformed, unsupported, exhausted}
 
-    code, out, err = run("archive", "--older-than", "0s", "--dry-run")
+    code, out, err = cli_run("archive", "--older-than", "0s", "--dry-run")
     assert code == 0, err
     assert "kept 2 dead message(s) that wait for an operator" in out
     assert "kept 1 message(s) of a type this version does not handle" in out
-    code, out, err = run("archive", "--older-than", "0s")
+    code, out, err = cli_run("archive", "--older-than", "0s")
     assert code == 0, err
     assert "kept 2 dead message(s)" in out
     online = {r[0] for r in sql(app, "SELECT msg_id FROM proc_state")}
@@ -186,12 +166,12 @@ def test_archive_keeps_what_waits_for_an_operator_until_it_is_handled(app, clock
     for m in waiting:
         assert sql(app, f"SELECT count(*) FROM proc_state_hst WHERE msg_id = {m}")[0][0] >= 1
 
-    assert run("acknowledge", str(malformed), str(unsupported), "--operator", "alice", "--reason", "closed")[0] == 0
-    assert run("replay", "--ids", str(exhausted), "--apply", "--operator", "alice", "--reason", "fixed")[0] == 0
+    assert cli_run("acknowledge", str(malformed), str(unsupported), "--operator", "alice", "--reason", "closed")[0] == 0
+    assert cli_run("replay", "--ids", str(exhausted), "--apply", "--operator", "alice", "--reason", "fixed")[0] == 0
     drain_now(app)
     with app.engine.begin() as conn:      # what the dispatcher does on a delivery report (no Kafka here)
         conn.execute(text("UPDATE msg_event SET sent_at = now() WHERE released_at IS NOT NULL"))
-    code, out, err = run("archive", "--older-than", "0s")
+    code, out, err = cli_run("archive", "--older-than", "0s")
     assert code == 0, err
     assert "kept" not in out
     assert sql(app, "SELECT count(*) FROM proc_state")[0][0] == 0
