@@ -17,7 +17,6 @@ from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.release_signal import ReleaseListener, ReleaseNotifier
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
-from tests.e2e.test_delivery_dispatch import kapp  # noqa: F401  (the fixture: an App with its own topics)
 
 POLL_S = 120.0     # the dispatcher's pause: only a wake-up can end it within the test's waits
 
@@ -35,7 +34,7 @@ def _wait(condition, timeout_s: float, what: str) -> None:
         time.sleep(0.02)
 
 
-def test_p19_a_dispatcher_process_sends_as_soon_as_the_pump_releases(kapp, clock):  # noqa: F811
+def test_p19_a_dispatcher_process_sends_as_soon_as_the_pump_releases(kapp, clock):
     """The dispatcher has done its first round (nothing due) and pauses for POLL_S; a pump run
     that announces its releases (``msgx pump``'s wiring) makes it send the message's `msg` record
     well inside that pause."""
@@ -99,7 +98,7 @@ def test_p19_listener_sets_wake_for_each_announcement(app):
         _wait(wake.is_set, 10, "the second announcement was not heard")
 
 
-def test_p19_a_pump_announces_only_where_a_dispatcher_can_run(app, kapp):  # noqa: F811
+def test_p19_a_pump_announces_only_where_a_dispatcher_can_run(app, kapp):
     """Without Kafka no dispatcher runs, so the pump sends no NOTIFY per commit; with it, it does."""
     with app.release_notifier() as none:
         assert none is None
