@@ -16,6 +16,8 @@ from sqlalchemy import delete
 from msgx_engine.app import App
 from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.pipeline.pump import PumpOptions
+from msgx_engine.state.serialize import state_document
+from msgx_engine.store.flights import FlightRepository
 from tests.builders import envelope, gtdt
 from tests.pipeline_support import (
     assert_no_effect,
@@ -129,16 +131,27 @@ def test_duplicate_and_identity_conflict(app, caplog):
     assert all(is_marked(app, i) for i in (first, dup, clash))
 
 
-def test_public_samples_sharing_an_identity_do_not_crash(app, samples):
-    """US-03 AC3: APPT/01 and APPT/02 share AODB|FLOP|APPT|1243: the second is a duplicate or a
-    conflict (recorded against the first), never an error."""
+def test_public_samples_sharing_an_identity_do_not_crash(app, samples, caplog):
+    """US-03 AC3, INV-9: APPT/01 (sets APPT) and APPT/02 (clears it) share the identity
+    AODB|FLOP|APPT|1243 with different content. The first creates flight 15 (unknown FLID, FS §5.4)
+    with APPT 12DEC031350 and publishes it; the second is SKIPPED(identity_conflict) against the
+    first, with one ALERT and no effect, so the clear it carries is not applied. Never an error."""
     a = app.mailbox.put((samples / "APPT" / "01_APPT.xml").read_text())
     b = app.mailbox.put((samples / "APPT" / "02_APPT.xml").read_text())
-    drain_now(app)
-    assert proc(app, a).status in ("SUCCEEDED", "SKIPPED", "DEAD")
-    row = proc(app, b)
-    if proc(app, a).identity_key is not None:
-        assert (row.status, row.dup_of) == ("SKIPPED", a) and row.reason in ("duplicate", "identity_conflict")
+    with caplog.at_level(logging.ERROR):
+        drain_now(app)
+    first, second = proc(app, a), proc(app, b)
+    assert (first.status, first.reason, first.dup_of) == ("SUCCEEDED", None, None)
+    assert first.identity_key == "AODB|FLOP|APPT|1243"
+    assert (second.status, second.reason, second.dup_of) == ("SKIPPED", "identity_conflict", a)
+    assert "ALERT identity conflict" in caplog.text
+    with app.engine.connect() as conn:
+        flight = FlightRepository(conn).load(["15"])["15"]
+    doc = state_document(flight)
+    assert (doc["APPT"], doc["FFID"], doc["STATE_VERSION"]) == ("12DEC031350", "CA-CA101-D-12DEC031345-D", 1)
+    assert (flight.deleted, flight.last_message_id) == (False, a)
+    assert [(e.topic, e.kind) for e in events(app, a)] == [("msg", "change"), ("schd", "state")]
+    assert_no_effect(app, b)
     assert is_marked(app, a) and is_marked(app, b)
 
 
