@@ -10,6 +10,12 @@ live children, each with its own ALCD and FLNO, ordered by FLID. So:
   masters it left and joined, and a master created or restored gets the MAFL of the children
   already waiting for it (``refresh_masters``). A master whose MAFL changes is written like any
   changed flight: new version, ``msg`` and ``schd`` events, projection;
+- a child's own change to any field but its identity (gates, stands, times, ...) is applied to its
+  master too, which is then announced instead of the child (``notify_masters``; decision L6,
+  US-05 AC4): the child keeps its ``schd`` state, its ``msg`` is its master's;
+- a deletion msgx decides itself never leaves a live child of a deleted master: a snapshot keeps
+  a master whose child stays (``snapshot.held_masters``), archiving retires a master only with
+  its children (decision L5);
 - a MAFL carried by a message (FLOP MAFL, ADFT, snapshot FLTR) is not stored (``DERIVED``): what
   consumers read must follow the children msgx holds, and no message that does not carry MAFL
   (a snapshot clears what it omits, D1) may clear it. docs/decisions.md C1 records this.
@@ -24,11 +30,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from msgx_engine.handlers.decision import FlightChange
-from msgx_engine.state.model import Command, Entry, FlightState, Replace, freeze_entry
+from msgx_engine.state.model import (
+    ALL_KEYS,
+    KEYED_LISTS,
+    Clear,
+    Command,
+    Entry,
+    FlightState,
+    Replace,
+    Set,
+    entry_changes,
+    freeze_entry,
+    kind_of,
+)
 
 MAFL = "MAFL"
 DERIVED: frozenset[str] = frozenset({MAFL})   # fields msgx derives; a message never sets them
 _IDENTITY = ("MAID", "ALCD", "FLNO")          # what a child contributes to its master's MAFL
+# A child's own identity (its FFID parts, its link): never passed on to its master (decision L6).
+# Every other field of a child describes the one operated flight, which the master stands for.
+OWN_KEYS: frozenset[str] = frozenset({"FFID", "ALCD", "FLNO", "MVIN", "SODT", "FLIN", "MAID", MAFL})
+SHARED_KEYS: frozenset[str] = ALL_KEYS - OWN_KEYS
 
 
 @dataclass(frozen=True)
@@ -187,3 +209,73 @@ def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
 def cascade(masters: Iterable[str], children: Children) -> list[str]:
     """The live children deleted with ``masters`` (C-25), in FLID order per master."""
     return [r.flid for m in masters for r in sorted(children.get(m, ()), key=lambda r: flid_order(r.flid))]
+
+
+# --- a child's own changes go to its master (decision L6; US-05 AC4) --------------------------------
+def may_notify_masters(changes: Iterable[FlightChange], flights: Mapping[str, FlightState]) -> bool:
+    """A cheap first look: does the message change a flight stored as a live code-share child?"""
+    return any(master_of(flights.get(change.flid)) is not None for change in changes)
+
+
+def _stays_child(before: FlightState | None, after: FlightState) -> str | None:
+    """The master of a flight that was and stays its live child (None otherwise): a child created,
+    restored, deleted or moved is announced by its own events and its masters' MAFL (D30)."""
+    master = master_of(after)
+    return master if master is not None and master_of(before) == master else None
+
+
+def shared_commands(before: FlightState, after: FlightState) -> tuple[Command, ...]:
+    """The child's changes to the fields it shares with its master, as commands on the master."""
+    commands: list[Command] = []
+    for key in sorted(SHARED_KEYS):
+        value = after.get(key)
+        if value == before.get(key):
+            continue
+        if key in KEYED_LISTS:      # entry by entry, so each keeps its own last writer (L7)
+            commands += entry_changes(key, before.entries(key), after.entries(key))
+        elif value is None:
+            commands.append(Clear(key))
+        elif kind_of(key) == "list":
+            commands.append(Replace(key, value if isinstance(value, tuple) else ()))
+        else:
+            commands.append(Set(key, value if not isinstance(value, tuple) else ""))
+    return tuple(commands)
+
+
+def masters_to_notify(transitions: Mapping[str, tuple[FlightState | None, FlightState]]) -> set[str]:
+    """The masters whose live children the message changed in a shared field."""
+    return {m for before, after in transitions.values()
+            if (m := _stays_child(before, after)) is not None and before is not None
+            and shared_commands(before, after)}
+
+
+def notify_masters(transitions: Mapping[str, tuple[FlightState | None, FlightState]],
+                   flights: Mapping[str, FlightState], loaded: object = None) -> list[FlightChange]:
+    """A child's own change (gates, times, ...) updates its master (decision L6, US-05 AC4): the
+    same change to every shared field, as a ``create=False`` change the pipeline loads and writes
+    like any other (last writer wins by mailbox id, F6): the master gets a new version, its ``msg``
+    and ``schd`` events and its projection when that changes what it holds, nothing when it holds
+    those values already. A master the message deletes, or that is missing or deleted, takes
+    nothing visible. Children in FLID order, so two children of one master apply in a fixed order."""
+    changes = []
+    for flid in sorted(transitions, key=flid_order):
+        before, after = transitions[flid]
+        master = _stays_child(before, after)
+        if master is None or before is None:
+            continue
+        target = transitions.get(master)
+        if target is not None and target[1].deleted:
+            continue
+        commands = shared_commands(before, after)
+        if commands:
+            changes.append(FlightChange(flid=master, commands=commands, create=False))
+    return changes
+
+
+def announced_by_master(before: FlightState | None, after: FlightState, current: Mapping[str, FlightState]) -> bool:
+    """Whether a child's visible change is announced on its master's ``msg`` instead of its own
+    (decision L6: no code-share notification of its own): it was and stays a live child of a live
+    master the message also writes. Its ``schd`` whole state is still published."""
+    master = _stays_child(before, after)
+    target = current.get(master) if master is not None else None
+    return target is not None and not target.deleted

@@ -68,8 +68,15 @@ def _children(conn: Connection, masters: Collection[str]) -> codeshare.Children:
     return FlightRepository(conn).codeshare_children(masters)
 
 
+def _nothing(conn: Connection, masters: Collection[str]) -> None:
+    """A rule whose targets are loaded as the flights its changes name (``load_named``)."""
+    return None
+
+
 MAFL = Refresh(codeshare.may_touch_masters, codeshare.masters_to_derive, _children, codeshare.refresh_masters)  # D30
-REFRESHES: tuple[Refresh[Any], ...] = (MAFL,)
+# decision L6: a code-share child's own change (gates, times, ...) updates and notifies its master
+SHARED = Refresh(codeshare.may_notify_masters, codeshare.masters_to_notify, _nothing, codeshare.notify_masters)
+REFRESHES: tuple[Refresh[Any], ...] = (MAFL, SHARED)
 
 
 def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, FlightState],

@@ -4,6 +4,8 @@ Writes ``<STYP>/<case>.case.json`` (+ ``.N.xml`` message files) for every FLOP s
 SCHD-ADFT. The expected faces (``.expected.json``) are produced by running the real pipeline
 (``MSGX_GOLDEN_REGEN=1 pytest tests/test_flop_golden.py``) and must be reviewed, not trusted.
 Inputs are rewritten only by this script, so a diff of a case file is a deliberate change.
+The hand-written cases (``hand_*``, ``"written_by": "hand"``) are not this script's: it leaves them
+alone, and the regeneration run never rewrites their expected faces.
 
 Per subtype: every sample of tests/data/sis-samples over a prior state holding an old value;
 ``present`` when no sample exists; ``empty`` (D7 Clear) where no sample shows a clear; ``absent``
@@ -35,6 +37,7 @@ from msgx_engine.sis.fields import (  # noqa: E402
     TEXT_GROUP_BY_KEY,
 )
 
+HAND_PREFIX = "hand_"   # hand-written cases (tests/golden/README.md): never written or removed here
 SAMPLES = REPO / "tests" / "data" / "sis-samples"   # the public samples, copied in (see its README)
 BASE = {"ALCD": "CA", "FLNO": "CA101", "MVIN": "A", "SODT": "12DEC031345"}
 FLID = "15"
@@ -201,7 +204,8 @@ def cross_cutting(w: Writer) -> None:
     same = flop("STND", FLID, "\t\t<STND>S209</STND>\n")
     w.case("STND", "same_value", "a new message repeating the stored value: no version bump, no event",
            ["US-05 AC5"], [prior(STND="S209")], [same, flop("STND", FLID, "\t\t<STND>S209</STND>\n")])
-    w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child only; master untouched",
+    w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child and its master (L6); "
+           "the master's msg tells it, the child publishes only its schd state",
            ["US-05 AC4", "INV-21"],
            [prior("100", MAFL=[{"FLID": FLID, "ALCD": "MU", "FLNO": "MU501"}]), child(FLID, "100", "MU", "MU501")],
            [flop("GTDT", FLID, payload("GTDT", gates))])
@@ -228,10 +232,11 @@ def codeshare_cases(w: Writer) -> None:
     w.case("CODESHARE", "child_maid_changed", "FLOP MAID moves child 15 from master 100 to 200: 100's MAFL loses "
            "it, 200's gains it; both masters get a new version and events", spec,
            [*family, prior("200", ALCD="HU", FLNO="HU7")], [flop("MAID", "15", "\t\t<MAID>200</MAID>\n")])
-    w.case("CODESHARE", "child_flno_changed", "FLOP FLNO on child 16: the master's MAFL entry follows it", spec,
+    w.case("CODESHARE", "child_flno_changed", "FLOP FLNO on child 16: the master's MAFL entry follows it, "
+           "and the master's msg announces it, not the child's (L6)", spec,
            family, [flop("FLNO", "16", "\t\t<FLNO>FM902</FLNO>\n")])
-    w.case("CODESHARE", "child_update_other", "FLOP GTDT on a child: nothing the MAFL shows changes, the "
-           "master is untouched", spec, family,
+    w.case("CODESHARE", "child_update_other", "FLOP GTDT on a child: its master takes the gates and is "
+           "notified (L6); the MAFL is unchanged", spec, family,
            [flop("GTDT", "15", '\t\t<GTDT GTNO="1"><GATE>A1</GATE></GTDT>\n')])
     w.case("CODESHARE", "master_created_after_children", "children arrive first (their master unknown); the "
            "ADFT that creates the master gives it the MAFL of the children already waiting", spec,
@@ -389,7 +394,7 @@ def main() -> None:
     for child in HERE.iterdir():
         if child.is_dir():
             for f in child.glob("*"):
-                if f.name.endswith((".case.json", ".xml")):
+                if f.name.endswith((".case.json", ".xml")) and not f.name.startswith(HAND_PREFIX):
                     f.unlink()
     w = Writer(HERE)
     samples = flop_samples()

@@ -10,18 +10,24 @@ from types import MappingProxyType
 from msgx_engine.handlers.changes import merge_changes, transitions
 from msgx_engine.handlers.codeshare import (
     ChildRef,
+    announced_by_master,
     cascade,
     children_after,
     derived_mafl,
     mafl,
     masters_to_derive,
+    masters_to_notify,
+    may_notify_masters,
     may_touch_masters,
+    notify_masters,
     refresh_masters,
+    shared_commands,
     strip_derived,
     touched_masters,
 )
 from msgx_engine.handlers.decision import FlightChange
-from msgx_engine.state.model import FlightState, Replace, Set, freeze_entry
+from msgx_engine.handlers.snapshot import held_masters
+from msgx_engine.state.model import Clear, FlightState, Replace, Set, freeze_entry
 
 
 def state(flid: str, *, deleted: bool = False, **fields) -> FlightState:
@@ -106,3 +112,44 @@ def test_d30_only_changes_that_can_touch_a_master_cost_a_look():
     assert may_touch_masters([FlightChange("P", (Set("MAID", "M"),))], flights)
     assert may_touch_masters([FlightChange("N", gate)], flights)
     assert may_touch_masters([FlightChange("D", gate, undelete=True)], flights)
+
+
+def test_l6_a_childs_shared_change_goes_to_its_master():
+    """US-05 AC4, decision L6: a live child's change to a shared field becomes the same change on
+    its master; its identity fields, a created, restored, moved or deleted child, and a master the
+    message deletes get none."""
+    before = state("C", MAID="M", ALCD="MU", FLNO="MU1", STND="1", EOBT="09SEP260800")
+    after = state("C", MAID="M", ALCD="MU", FLNO="MU2", STND="2")
+    changes = notify_masters({"C": (before, after)}, {})
+    assert [(c.flid, c.commands, c.create) for c in changes] == [("M", (Clear("EOBT"), Set("STND", "2")), False)]
+    assert masters_to_notify({"C": (before, after)}) == {"M"}
+    assert shared_commands(before, replace(before, fields=MappingProxyType({**before.fields, "FLNO": "X"}))) == ()
+    assert notify_masters({"C": (None, after)}, {}) == []                                   # created
+    assert notify_masters({"C": (replace(before, deleted=True), after)}, {}) == []          # restored
+    assert notify_masters({"C": (before, state("C", MAID="N", STND="2"))}, {}) == []        # moved
+    gone = {"C": (before, after), "M": (state("M"), state("M", deleted=True))}
+    assert notify_masters(gone, {}) == []
+    assert may_notify_masters([FlightChange("C", ())], {"C": before})
+    assert not may_notify_masters([FlightChange("P", ())], {"P": state("P", STND="1")})
+
+
+def test_l6_a_child_is_announced_by_a_live_master_only():
+    """Decision L6: the child's own msg is left out only while it stays the child of a live master."""
+    before, after = state("C", MAID="M", STND="1"), state("C", MAID="M", STND="2")
+    assert announced_by_master(before, after, {"M": state("M")})
+    assert not announced_by_master(before, after, {})
+    assert not announced_by_master(before, after, {"M": state("M", deleted=True)})
+    assert not announced_by_master(None, after, {"M": state("M")})
+
+
+def test_l5_a_snapshot_keeps_a_master_whose_child_stays():
+    """INV-21, decision L5: a diff-delete candidate stays when the package writes a live child
+    naming it, or leaves a stored live child as it is (a member not written); a master whose
+    children all go is not held."""
+    stored = {"M": (ChildRef("C1"), ChildRef("C2")), "N": (ChildRef("C3"),), "P": (ChildRef("C4"),)}
+    written = [state("C1", MAID="M"), state("C9", MAID="Q")]
+    members = frozenset({"C1", "C3", "C9"})
+    assert held_masters(["M", "N", "P"], members, written, stored) == (("M", ("C1",)), ("N", ("C3",)))
+    assert held_masters([], members, written, stored) == ()
+    moved = [state("C1", MAID="Z")]                           # the package moves C1 to another master
+    assert held_masters(["M"], frozenset({"C1"}), moved, stored) == ()
