@@ -22,11 +22,26 @@ def normalise_url(url: str) -> str:
     return url
 
 
+# A MySQL/MariaDB connection that stops answering mid-statement (a partition, a dropped NAT entry, a
+# hung server: no reset, no close) fails after this long instead of holding the pump until TCP gives
+# up, hours later: the intake reports the mailbox unreachable and the next pass reconnects (L13).
+# Every mailbox statement is bounded by primary key; the largest, a 10 MB package body, takes well
+# under a second on a LAN, so a minute is a silence, not a slow answer.
+MYSQL_IO_TIMEOUT_S = 60
+# PostgreSQL (psycopg has no read timeout): TCP keepalives notice a peer that died while the session
+# idles (the pump's lock session idles most of the time), and ``tcp_user_timeout`` drops a
+# connection whose sent bytes stay unacknowledged this long (ms). Neither ever cuts a slow statement,
+# so the long snapshot writes and archive moves are unaffected (L13).
+PG_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10, "keepalives_count": 3,
+                 "tcp_user_timeout": 60_000}
+
+
 def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5, single: bool = False,
-                program_name: str | None = None) -> Engine:
+                program_name: str | None = None, io_timeout_s: float = MYSQL_IO_TIMEOUT_S) -> Engine:
     """``single``: no pool, each ``connect()`` opens its own session (a lock holder that must notice
     when its session dies). ``program_name`` is announced to the server (PostgreSQL
-    ``application_name``, MySQL connection attribute ``program_name``)."""
+    ``application_name``, MySQL connection attribute ``program_name``). ``io_timeout_s``: MySQL's
+    read and write timeout (``MYSQL_IO_TIMEOUT_S``)."""
     kwargs: dict = {"poolclass": NullPool} if single else {
         "pool_pre_ping": True, "pool_size": pool_size, "max_overflow": 5}
     if autocommit:
@@ -36,11 +51,12 @@ def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5, singl
     if url.startswith("mysql"):
         if not single:
             kwargs["pool_recycle"] = 3600
-        connect_args = {"connect_timeout": 5, "charset": "utf8mb4"}
+        connect_args = {"connect_timeout": 5, "charset": "utf8mb4", "read_timeout": io_timeout_s,
+                        "write_timeout": io_timeout_s}
         if program_name:
             connect_args["program_name"] = program_name
     elif url.startswith("postgresql"):
-        connect_args = {"connect_timeout": 5}
+        connect_args = {"connect_timeout": 5, **PG_KEEPALIVES}
         if program_name:
             connect_args["application_name"] = program_name[:63]
     if connect_args:

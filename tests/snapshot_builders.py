@@ -7,8 +7,11 @@ Output is compact (no indentation) so a 10,000-flight package stays near the 10 
 
 from __future__ import annotations
 
+import itertools
+
 from builders import envelope
 
+_generation = itertools.count(1)
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 
 
@@ -18,10 +21,11 @@ def sodt(day: int, month: int = 9, year: int = 26, hhmm: str = "0800") -> str:
 
 
 def fltr(flid: str, when: str = "09SEP260800", *, flno: str | None = None, stnd: str | None = "504",
-         gates: int = 0, desks: int = 0, routes: int = 0, stands: int = 0, extra: str = "") -> str:
+         gates: int = 0, desks: int = 0, routes: int = 0, stands: int = 0, extra: str = "",
+         reno: str = "B2574") -> str:
     """One FLTR record; ``gates``/``desks``/``routes``/``stands`` add that many collection entries."""
     parts = [f"<FLID>{flid}</FLID><ALCD>YG</ALCD><FLNO>{flno or 'YG' + flid[-4:]}</FLNO><MVIN>D</MVIN>"
-             f"<SODT>{when}</SODT><FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT><RENO>B2574</RENO>"
+             f"<SODT>{when}</SODT><FLTY>W</FLTY><FLIN>D</FLIN><ACFT>733</ACFT><RENO>{reno}</RENO>"
              f"<TRML>T2</TRML><MAXP>300</MAXP>"]
     if stnd:
         parts.append(f"<STND>{stnd}</STND>")
@@ -51,8 +55,13 @@ def dnld(*records: str, **kw) -> str:
 
 
 def day_package(flids: list[str], day: int, month: int = 9, **kw) -> str:
-    """A DNLD for one day with plain records (FS §3.3 example: A, B, C on 9/9 or 9/10)."""
-    return dnld(*(fltr(f, sodt(day, month)) for f in flids), **kw)
+    """A DNLD for one day with plain records (FS §3.3 example: A, B, C on 9/9 or 9/10).
+
+    Every call is a new generation from the AODB: its aircraft registrations differ from every
+    other call's, so a flight listed again is a change (new version, one event). A package with
+    the same content again changes nothing (US-06 AC5): resend the same text under a new SEQN."""
+    reno = f"B{next(_generation):04d}"
+    return dnld(*(fltr(f, sodt(day, month), reno=reno) for f in flids), **kw)
 
 
 def big_package(n: int, *, day: int = 9, gates: int = 2, desks: int = 3, routes: int = 2, stands: int = 2,

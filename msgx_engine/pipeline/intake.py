@@ -14,6 +14,12 @@ apply newer messages to rewound flights and lose the rows in between silently. `
 replays them. The check reads only the rows above the high-water mark that the fast path reads
 anyway (and, with the full scan, the recorded gaps), so it costs one bounded query per pass.
 
+An empty state database (no high-water mark yet, nothing registered) is taken as a first
+installation only when the mailbox was not being processed recently (its newest mark is older than
+a week). Otherwise the state was most likely lost or re-created: the pass raises ``StateLost`` (a
+``StateBehindMailbox``, so the pump stops the same way) until ``msgx recover`` replays the history
+or ``msgx adopt`` (audited) records that it is a first installation after all.
+
 A registered, terminal message whose row reads unmarked again (an operator reset its
 ``CMINMSGS_DATE_PROCESSED`` to NULL) is marked again: its backfill todo goes back to PENDING and
 one WARNING names it; the message stays as it ended.
@@ -35,7 +41,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from msgx_engine.clock import Clock
+from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
 from msgx_engine.store import queue
 
@@ -69,6 +75,31 @@ class StateBehindMailbox(RuntimeError):
             + ". The state database was most likely restored from an older backup (or another installation "
             "processed these rows). Refusing to process: applying newer messages now would lose them silently. "
             "Replay them with `msgx recover --apply --operator NAME --reason TEXT` (`msgx recover` previews).")
+
+
+# A state database with no high-water mark meets a mailbox whose newest processed row was marked
+# less than this long ago: the mailbox was being processed until recently, so the state was most
+# likely lost (wiped, re-created empty), not installed for the first time (L12, US-03 AC8)
+RECENT_PROCESSING = timedelta(days=7)
+
+
+class StateLost(StateBehindMailbox):
+    """An empty state database (no high-water mark, nothing registered) on a mailbox that was being
+    processed recently: refused like a restore (exit 4) until an operator says which it is."""
+
+    def __init__(self, last_marked: int, marked_at: datetime) -> None:
+        RuntimeError.__init__(
+            self,
+            f"this state database is empty, but the mailbox holds processed rows up to id {last_marked}, the newest "
+            f"marked at {marked_at:%Y-%m-%d %H:%M:%S}: the mailbox was being processed until recently, so the state "
+            "database was most likely lost or re-created, not installed for the first time. Refusing to process: "
+            "taking that history as done would leave every flight it built missing. Restore the state database "
+            "from its backup and run `msgx recover --apply --operator NAME --reason TEXT` (or run that here to "
+            "replay the mailbox's history into this empty database; `msgx recover` previews). If this really is a "
+            "first installation taking over from another system, say so with "
+            "`msgx adopt --operator NAME --reason TEXT`.")
+        self.above, self.high_water, self.gaps = MarkedRows(0, None, None), 0, []
+        self.last_marked, self.marked_at = last_marked, marked_at
 
 
 class Intake:
@@ -147,8 +178,21 @@ class Intake:
     def _adopt(self, conn: Connection, pos: queue.IntakePosition) -> queue.IntakePosition:
         """The first pass of a database without a high-water mark: a fresh installation takes the
         mailbox's already-marked rows as processed before it; one that registered rows before the
-        mark existed accounts for exactly those."""
+        mark existed accounts for exactly those.
+
+        An empty database whose mailbox was processed recently is refused (``StateLost``): a lost
+        state looks exactly like a first install from inside the database, and adopting it would
+        make every later message of a known flight create a bare skeleton row. ``msgx adopt`` (an
+        audited operator decision) sets the mark instead; a mailbox left idle for longer than
+        ``RECENT_PROCESSING`` is adopted as before (L12)."""
         high = pos.max_registered if pos.max_registered else (self.mailbox.last_marked_id() or 0)
+        if high and not pos.max_registered and not self.shadow:
+            marked_at = self.mailbox.processed_at([high]).get(high)
+            now = local_wall_time(self.clock.now())
+            if marked_at is not None and now - marked_at < RECENT_PROCESSING:
+                exc = StateLost(high, marked_at)
+                log.error("ALERT %s", exc)
+                raise exc
         queue.raise_high_water(conn, high)
         conn.commit()
         if high and not pos.max_registered:

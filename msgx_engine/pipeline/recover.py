@@ -134,6 +134,48 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
     return result
 
 
+class AlreadyAdopted(RuntimeError):
+    """``msgx adopt`` on a state database that already accounts for the mailbox."""
+
+
+@dataclass(frozen=True)
+class Adoption:
+    high_water: int
+    audit_id: int
+
+
+def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Adoption:
+    """``msgx adopt``: an operator states that this empty state database is a first installation,
+    so the mailbox's processed rows are history from before it (L12, US-03 AC8).
+
+    The pump refuses an empty state database on a mailbox processed recently (``StateLost``): from
+    inside the database a wiped state and a first install look alike. This sets the high-water mark
+    to the newest processed row, audited, while no pump runs; a database that already has a mark
+    or registered rows is refused (``AlreadyAdopted``): adopting cannot skip lost work there."""
+    if not operator.strip() or not reason.strip():
+        raise ValueError("adopt needs --operator NAME and --reason TEXT")
+    lock = SessionLock(engine, locks.PUMP, "msgx adopt", RecoverBusy, refusal=(
+        "a msgx pump is running: stop it (and the Dagster sensor that starts it) before `msgx adopt`"))
+    conn = lock.acquire()
+    try:
+        with conn.begin():
+            locks.lock_writer_row(conn)
+            pos = queue.intake_position(conn)
+            if pos.high_water is not None or pos.max_registered:
+                raise AlreadyAdopted(
+                    f"this state database already accounts for the mailbox up to id {pos.accounted_for}: nothing to "
+                    "adopt (for processed rows it does not know, see `msgx recover`)")
+            high = mailbox.last_marked_id() or 0
+            audit_id = audit.record(conn, operator, "adopt", reason, {"high_water": high},
+                                    {"adopted_up_to": high})
+            queue.raise_high_water(conn, high)
+    finally:
+        lock.release()
+    log.warning("adopt (audit %s): mailbox rows up to id %s are taken as processed before this installation",
+                audit_id, high)
+    return Adoption(high, audit_id)
+
+
 def recover(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now: datetime,
             replay: Callable[[], object], rebuild: Callable[[], int] | None) -> RecoverResult:
     """All four steps. ``replay`` drains the pump; ``rebuild`` rebuilds the Redis projection (None:

@@ -10,7 +10,9 @@ Loading 10,000 whole states into Python to compare them costs several times the 
    and returns only the (FLID, field) pairs that differ: a scalar by its column, an exception
    object by its columns together, a text group by its JSON column, a collection by its rows
    matched by ordinal (sequence attribute and every column; a row only on one side differs);
-3. ``before_states`` loads the old whole states of the few example flights from the copies.
+3. ``keep_unchanged`` puts the old version back on the flights the snapshot rewrote without a
+   change (US-06 AC5: an equal snapshot changes no version and emits nothing);
+4. ``before_states`` loads the old whole states of the few example flights from the copies.
 
 The pure report (``handlers.reconcile``) is built from those.
 """
@@ -82,6 +84,25 @@ def keep_before(conn: Connection, flids: Sequence[str]) -> list[str]:
 def differences(conn: Connection) -> list[tuple[str, str]]:
     """(FLID, field) for every field the written rows changed, compared with the copies."""
     return [(flid, field) for flid, field in conn.exec_driver_sql(_DIFFERENCES_SQL)]
+
+
+_UNCHANGED_SQL = (f"UPDATE flight_schd n SET state_version = o.state_version, last_message_id = o.last_message_id, "
+                  f"updated_at = o.updated_at FROM {_MAIN} o WHERE n.flid = o.flid AND n.flid = ANY(%(flids)s) "
+                  "AND NOT n.deleted AND n.fday IS NOT DISTINCT FROM o.fday RETURNING n.flid")
+
+
+def keep_unchanged(conn: Connection, compared: Sequence[str], pairs: Iterable[tuple[str, str]]) -> set[str]:
+    """Give the compared flights the snapshot wrote without changing a field (and without moving
+    them to another day) their old version and last message back; those FLIDs.
+
+    An equal snapshot under a new SEQN changes no version and emits nothing (US-06 AC5): its rows
+    were rewritten with the same content, so only the bookkeeping the write advanced is put back.
+    The per-key stamps stay the snapshot's: it is the last writer of those values (F6)."""
+    changed = {flid for flid, _ in pairs}
+    same = [flid for flid in compared if flid not in changed]
+    if not same:
+        return set()
+    return {r[0] for r in conn.exec_driver_sql(_UNCHANGED_SQL, {"flids": TextArray(same)})}
 
 
 def before_states(conn: Connection, flids: Iterable[str]) -> dict[str, FlightState]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import replace
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -136,12 +137,13 @@ def test_gap_that_turned_up_marked_is_refused(app, clock):
 
 def test_fresh_installation_adopts_already_marked_history(app):
     """A new installation on a mailbox whose old rows are already marked takes them as processed
-    before it (no refusal); the unmarked backlog among them is processed."""
+    before it (no refusal); the unmarked backlog among them is processed. The marks are months old:
+    a mailbox processed recently is refused instead (L12, tests/integration/test_lost_state.py)."""
     with app.mailbox.engine.connect() as conn:
         for i in range(1, 6):
             conn.execute(cminmsgs.insert().values(
                 CMINMSGS_ID=i, CMINMSGS_CLOB_MSG=gtdt(f"H{i}", (1, "A")), CMINMSGS_STATUS="VALID",
-                CMINMSGS_DATE_PROCESSED=func.now() if i != 3 else None))
+                CMINMSGS_DATE_PROCESSED=datetime(2025, 6, 1) if i != 3 else None))
     drain_now(app)
     with app.engine.connect() as conn:
         assert [r[0] for r in conn.execute(select(proc_state.c.msg_id))] == [3]

@@ -28,9 +28,12 @@ def test_d25_every_sequence_attribute_of_the_catalogue_is_covered():
 def test_d25_sequences_are_unique_integers_0_to_999(spec):
     """D25: 1, 2 and 999 are accepted in input order; a non-integer, a value above 999, a sign, a
     non-ASCII digit, a missing attribute and a repeated value (also "1" vs "001") are refused;
-    all zeros still mean Clear (D7)."""
+    all zeros still mean Clear (D7) as bare elements, and are refused when they carry a value (L10)."""
     assert [e[spec.seq_attr] for e in _entries(spec, "2", "1", "999")] == ["2", "1", "999"]
-    assert _entries(spec, "0", "00") is None
+    bare = "".join(f'<{spec.key} {spec.seq_attr}="{n}"/>' for n in ("0", "00"))
+    assert collection_entries(list(parse_xml(f"<R>{bare}</R>")), spec) is None
+    with pytest.raises(Unmapped, match=f"{spec.seq_attr}=0 is the clear marker"):    # L10: a clear carrying a value
+        _entries(spec, "0", "00")
     for bad in (("abc",), ("1000",), ("+1",), ("-1",), ("١",), ("1", "2", "2"), ("1", "001"), ("9" * 5000,)):
         with pytest.raises(Unmapped, match=spec.seq_attr):
             _entries(spec, *bad)

@@ -1,0 +1,158 @@
+"""A mailbox connection that goes silent mid-query (no reset, no close: a partition, a dropped NAT
+entry, a hung server) fails after the read timeout instead of holding the pump (L13).
+
+A loopback TCP proxy in front of the real MariaDB stops forwarding bytes in both directions while
+keeping every connection open, as a partition does. The pump's intake pass then ends within the
+timeout reporting the mailbox unreachable (nothing registered, nothing lost); when the proxy
+forwards again the next passes reconnect and process the waiting message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+
+from msgx_engine.db import MYSQL_IO_TIMEOUT_S, PG_KEEPALIVES, make_engine
+from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.pipeline.intake import Intake, IntakeStats
+from tests.builders import gtdt
+from tests.pipeline_support import drain_now, gates, is_marked, proc
+
+TIMEOUT_S = 2
+
+
+class SilentProxy:
+    """Forwards 127.0.0.1:<port> to ``target``; while ``holding`` it forwards nothing either way and
+    closes nothing: the bytes wait in the sockets' buffers, as behind a partition."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.holding = threading.Event()
+        self.stopped = threading.Event()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
+        src.settimeout(0.05)
+        while not self.stopped.is_set():
+            if self.holding.is_set():
+                time.sleep(0.05)
+                continue
+            try:
+                data = src.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                dst.sendall(data)
+            except OSError:
+                break
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.close()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.listener.close()
+        for s in self.sockets:
+            with contextlib.suppress(OSError):
+                s.close()
+
+
+@pytest.fixture
+def proxied(app, mailbox_url) -> Iterator[tuple[SilentProxy, Mailbox]]:
+    """The app's mailbox reached through the proxy, with a short read/write timeout."""
+    url = make_url(mailbox_url)
+    proxy = SilentProxy((url.host or "127.0.0.1", url.port or 3306))
+    through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    mailbox = Mailbox(through, engine=make_engine(through, autocommit=True, pool_size=2, io_timeout_s=TIMEOUT_S))
+    direct = app.mailbox
+    app.mailbox = mailbox
+    try:
+        yield proxy, direct
+    finally:
+        app.mailbox = direct
+        proxy.holding.clear()
+        mailbox.dispose()
+        proxy.stop()
+
+
+def _scan_within(app, seconds: float) -> IntakeStats | None:
+    """One intake pass in a thread; None when it is still running after ``seconds`` (a hang)."""
+    done: list[IntakeStats] = []
+
+    def scan() -> None:
+        with app.engine.connect() as conn:
+            done.append(Intake(app.mailbox, app.clock).scan(conn))
+
+    worker = threading.Thread(target=scan, daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return done[0] if done else None
+
+
+def test_a_silent_mailbox_connection_times_out_and_the_pump_goes_on_when_it_answers(app, proxied):
+    """L13, US-01 AC4: with the mailbox connection silent the intake pass ends within the timeout
+    (no hang), reports the mailbox unreachable and registers nothing; once bytes flow again the pump
+    reconnects and the message that waited is registered, processed and marked: nothing lost."""
+    proxy, direct = proxied
+    first = direct.put(gtdt("S1", (1, "A1")))
+    drain_now(app)
+    assert proc(app, first).status == "SUCCEEDED" and is_marked(app, first)
+
+    waiting = direct.put(gtdt("S1", (1, "B2")))
+    proxy.holding.set()
+    started = time.monotonic()
+    stats = _scan_within(app, 30 * TIMEOUT_S)
+    assert stats is not None, "the intake pass hung on a silent mailbox connection"
+    assert time.monotonic() - started < 30 * TIMEOUT_S
+    assert stats.registered == 0 and stats.source_error and "OperationalError" in stats.source_error
+    with app.engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM proc_state WHERE msg_id = :m"), {"m": waiting}).scalar() == 0
+
+    proxy.holding.clear()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        drain_now(app)
+        with app.engine.connect() as conn:
+            row = conn.execute(text("SELECT status FROM proc_state WHERE msg_id = :m"), {"m": waiting}).first()
+        if row is not None and row[0] == "SUCCEEDED" and direct.processed_at([waiting])[waiting] is not None:
+            break
+        app.clock.advance(1)
+    assert proc(app, waiting).status == "SUCCEEDED"
+    assert direct.processed_at([waiting])[waiting] is not None
+    assert gates(app, "S1") == [(1, "B2")]
+
+
+def test_every_connection_carries_its_timeouts(app):
+    """L13: the defaults reach the drivers: MySQL read/write timeout, PostgreSQL keepalives and
+    ``tcp_user_timeout`` on the state database's connections."""
+    with app.mailbox.engine.connect() as conn:
+        raw = conn.connection.driver_connection
+        assert (raw._read_timeout, raw._write_timeout) == (MYSQL_IO_TIMEOUT_S, MYSQL_IO_TIMEOUT_S)
+    with app.engine.connect() as conn:
+        params = conn.connection.driver_connection.info.get_parameters()
+        assert {k: params.get(k) for k in PG_KEEPALIVES} == {k: str(v) for k, v in PG_KEEPALIVES.items()}
