@@ -91,7 +91,8 @@ def test_crash_at_each_step_keeps_a_whole_generation_and_converges(app, env_for,
 def test_failure_late_in_the_write_rolls_back_every_part(app, monkeypatch):
     """INV-31: the request is taken away after the locked read, so completing it fails after the
     flights, soft deletes and member list were already written in the transaction: all of it rolls
-    back (FAILED(INFRA)), and the retry, with no open request left, is SKIPPED(no_request)."""
+    back (FAILED(INFRA)), and the retry, whose request is closed by then, is SKIPPED(late_answer)
+    (C-24: an answer to a closed request is never applied)."""
     pump(app, dnld(*(fltr(f, sodt(9), gates=1) for f in ("A", "B"))))
     with app.engine.begin() as conn:
         req = conn.execute(text("INSERT INTO req_track (rtype, styp, fday, status, sent_at) "
@@ -115,6 +116,6 @@ def test_failure_late_in_the_write_rolls_back_every_part(app, monkeypatch):
 
     app.clock.advance(2)
     pump(app)
-    assert status(app, m) == ("SKIPPED", "no_request")
+    assert status(app, m) == ("SKIPPED", "late_answer")
     assert whole_state(app) == before
     foreign.dispose()
