@@ -43,7 +43,7 @@ class App:
         mailbox = Mailbox(settings.mailbox_url, read_only=settings.shadow)   # D29: shadow never writes it
         # Redis projection between transaction 1 and 2 (INV-23); none when MSGX_REDIS_URL is unset.
         return cls(settings, engine, mailbox, clock or DatabaseClock(engine),
-                   post_commit=post_commit_hooks(settings.redis_url))
+                   post_commit=post_commit_hooks(settings.redis_url, key=settings.redis_key))
 
     def check_ready(self) -> None:
         """Startup refusal (OPS-1): unreachable servers, missing migrations or mailbox tables stop us."""
@@ -88,7 +88,7 @@ class App:
             return None
         client = connect(self.settings.redis_url)
         try:
-            drift = Projection(client).drift(self.engine)
+            drift = Projection(client, self.settings.redis_key).drift(self.engine)
         finally:
             client.close()
         return Drift(total=drift.total, metadata=dict(drift.as_metadata()))
@@ -116,7 +116,8 @@ class App:
 
     def archiver(self) -> Archiver:
         """Archiving, with the Redis projection told about retired and purged flights when configured."""
-        projection = Projection(connect(self.settings.redis_url)) if self.settings.redis_url else None
+        projection = (Projection(connect(self.settings.redis_url), self.settings.redis_key)
+                      if self.settings.redis_url else None)
         return Archiver(self.engine, self.clock, projection=projection)
 
     def archive_policy(self, older_than: timedelta | None = None, batch: int = 1000) -> ArchivePolicy:

@@ -166,6 +166,20 @@ def cmd_status(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    """This installation's flights against a reference, field by field; exit 0 nothing unexplained,
+    1 unexplained differences, 2 a side cannot be read."""
+    from msgx_engine.compare.run import run
+
+    outcome = run(_settings().db_url or "", args.against, day=args.day, known=args.known, key=args.key,
+                  as_json=args.json)
+    if outcome.output:
+        print(outcome.output, end="")
+    if outcome.error:
+        print(f"msgx compare: {outcome.error}", file=sys.stderr)
+    return outcome.code
+
+
 def cmd_dispatch(args: argparse.Namespace) -> int:
     from msgx_engine.delivery.runner import run_dispatch
 
@@ -436,7 +450,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
         def rebuild() -> int:
             assert redis_url
-            return Projection(connect(redis_url)).rebuild(app.engine)
+            return Projection(connect(redis_url), app.settings.redis_key).rebuild(app.engine)
 
         try:
             result = recover(app.engine, app.mailbox, operator=args.operator, reason=args.reason,
@@ -628,6 +642,23 @@ def parser() -> argparse.ArgumentParser:
                                         "cannot be read or its schema is behind.")
     status.add_argument("--json", action="store_true", help="the same content as JSON, for scripts")
     status.set_defaults(func=cmd_status)
+
+    cmp = sub.add_parser(
+        "compare", help="compare this installation's flights with another system's, field by field; exit 0 "
+                        "nothing unexplained, 1 unexplained differences, 2 a side cannot be read",
+        description="Reads both sides only. The reference is another msgx database (postgresql+psycopg://…), "
+                    "a Redis projection hash (redis://…, field FLID, whole-state JSON) or a running service's "
+                    "GET /all/flights (http(s)://…; bearer token from MSGX_COMPARE_TOKEN). Compares the live "
+                    "days (yesterday, airport time, and later) unless --day is given; STATE_VERSION, msgx's own "
+                    "change counter, is not compared. See docs/go-live.md.")
+    cmp.add_argument("--against", required=True, metavar="REF", help="the reference: a postgresql+psycopg://, "
+                     "redis:// or http(s):// URL")
+    cmp.add_argument("--day", type=date.fromisoformat, help="compare only this flight day (YYYY-MM-DD)")
+    cmp.add_argument("--json", action="store_true", help="print the report as JSON instead of markdown")
+    cmp.add_argument("--known", type=Path, metavar="FILE", help="known-differences file (YAML), e.g. "
+                     "deploy/compare/known-differences.yml; without it every difference is unexplained")
+    cmp.add_argument("--key", metavar="NAME", help="the Redis hash of a redis:// reference (default flightInfo)")
+    cmp.set_defaults(func=cmd_compare)
     return p
 
 

@@ -69,6 +69,7 @@ SCHD_FORMATS = (SCHD_RECORDS, SCHD_ARRAY)
 MODE_PRODUCTION, MODE_SHADOW = "production", "shadow"   # MSGX_MODE (D29, OPS-3)
 MODES = (MODE_PRODUCTION, MODE_SHADOW)
 DEFAULT_TOPIC_MSG, DEFAULT_TOPIC_SCHD = "msg", "schd"
+DEFAULT_REDIS_KEY = "flightInfo"   # MSGX_REDIS_KEY: the projection hash production publishes (D10)
 
 
 def _mode() -> str:
@@ -115,6 +116,7 @@ class Settings:
     redis_url: str | None
     topic_msg: str = DEFAULT_TOPIC_MSG
     topic_schd: str = DEFAULT_TOPIC_SCHD
+    redis_key: str = DEFAULT_REDIS_KEY   # MSGX_REDIS_KEY: the projection hash every Redis path writes
     home: Path = field(default_factory=lambda: Path.home() / ".msgx")
     ignore_rules: tuple[str, ...] = DEFAULT_IGNORE_RULES
     gap_grace_s: float = 5.0
@@ -156,6 +158,15 @@ class Settings:
                     f"MSGX_MODE=shadow with Kafka configured must not publish to the production topic "
                     f"names: {', '.join(clashing)} is the default; set MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD "
                     "to topics of their own, or unset MSGX_KAFKA_BOOTSTRAP")
+        if not self.redis_key.strip():
+            raise ConfigError("MSGX_REDIS_KEY is empty: name the Redis hash of the flight projection")
+        if self.shadow and self.redis_url is not None and self.redis_key == DEFAULT_REDIS_KEY:
+            # the same Redis may well be production's: its writes, rebuild, purge and drift repair
+            # would all act on production's projection
+            raise ConfigError(
+                f"MSGX_MODE=shadow with Redis configured must not write the production projection: "
+                f"MSGX_REDIS_KEY={self.redis_key!r} is production's hash; set MSGX_REDIS_KEY to a key of "
+                "its own (e.g. shadow:flightInfo), or unset MSGX_REDIS_URL")
 
     @property
     def shadow(self) -> bool:
@@ -182,6 +193,7 @@ class Settings:
             mailbox_url=mailbox_url,
             kafka_bootstrap=_env("MSGX_KAFKA_BOOTSTRAP"),
             redis_url=_env("MSGX_REDIS_URL"),
+            redis_key=_env("MSGX_REDIS_KEY") or DEFAULT_REDIS_KEY,
             topic_msg=_env("MSGX_TOPIC_MSG") or DEFAULT_TOPIC_MSG,
             topic_schd=_env("MSGX_TOPIC_SCHD") or DEFAULT_TOPIC_SCHD,
             home=home,

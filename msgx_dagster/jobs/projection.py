@@ -18,7 +18,7 @@ def projection_rebuild_op(context: dg.OpExecutionContext, msgx: MsgxResource) ->
             return
         client = connect(app.settings.redis_url)
         try:
-            flights = Projection(client).rebuild(app.engine)
+            flights = Projection(client, app.settings.redis_key).rebuild(app.engine)
         finally:
             client.close()
     materialize(context, PROJECTION, {"flights": flights, "rebuilt": True})

@@ -1,5 +1,9 @@
 """The Redis projection ``flightInfo`` (D10, INV-23, INV-24): field FLID, value = whole-state JSON.
 
+The hash's name is ``Settings.redis_key`` (``MSGX_REDIS_KEY``, default ``flightInfo``), and every
+path (the post-commit write, rebuild, archiving's removal and purge, the drift check) is given it:
+a shadow on production's Redis writes a hash of its own, never production's (OPS-3).
+
 Written by a post-commit hook between transaction 1 and 2, so a message only becomes terminal
 once its flights are projected; a Redis error raises and leaves the message non-terminal (it is
 retried, its state is not applied twice). Deleted and code-share (MAID set) flights are removed.
@@ -27,6 +31,7 @@ from typing import cast
 import redis
 from sqlalchemy import Connection, Engine, select
 
+from msgx_engine.config import DEFAULT_REDIS_KEY
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
 from msgx_engine.store import locks, queue
@@ -35,7 +40,7 @@ from msgx_engine.store.tables import flight_schd, msg_event
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KEY = "flightInfo"
+DEFAULT_KEY = DEFAULT_REDIS_KEY
 REMOVE = ""  # value sentinel for "remove this field" (a JSON document is never empty)
 CHUNK = 1000
 
