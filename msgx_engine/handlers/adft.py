@@ -6,18 +6,22 @@ carried collection replaces that collection whole. It is not a snapshot, so D1 d
 The flight's ``fday`` is kept (NULL for a new flight: ADFT never joins a day's generation), and a
 soft-deleted flight comes back (INV-29) with the record merged over what it held. ADFT is upsert
 only: no generation, no diff delete, no request completion. A record that changes nothing is a
-no-op (value-equal comparison, US-05 AC5).
+no-op (value-equal comparison, US-05 AC5). A flight it brings back that belongs to a day joins
+that day's member list again (``DayMembers``, decision L8), so the day's next full package can
+diff-delete it like any other member it leaves out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
 
 from lxml import etree
 
 from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.changes import commands_from_values, effective
-from msgx_engine.handlers.decision import Decision, FlightChange
+from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
@@ -74,9 +78,33 @@ def record_change(record: etree._Element) -> FlightChange:
     return FlightChange(flid=record_flid(record), commands=tuple(commands), undelete=True)
 
 
+@dataclass(frozen=True)
+class DayMembers(Plan):
+    """(day, FLID) pairs to add to the days' snapshot member lists (``schd_gen_flid``), kept if
+    already there: the flights an ADFT restores that a day owns (decision L8). A snapshot's diff
+    delete took them off the list; back on it, the day's next full package that leaves them out
+    deletes them again."""
+
+    members: tuple[tuple[date, str], ...]
+
+
+def rejoined_members(changes: Iterable[FlightChange], current: Mapping[str, FlightState]
+                     ) -> tuple[tuple[date, str], ...]:
+    """The restored flights with a day: each deleted flight a record brings back keeps its
+    ``fday`` (an ADFT never moves a flight to a day), so it belongs in that day's list."""
+    out: list[tuple[date, str]] = []
+    for change in changes:
+        before = current.get(change.flid)
+        if before is not None and before.deleted and before.fday is not None:
+            out.append((before.fday, change.flid))
+    return tuple(out)
+
+
 def handle_adft(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision:
     try:
         changes = [record_change(r) for r in adft_records(msg)]
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
-    return Decision.apply(*(c for c in (effective(ch, current.get(ch.flid)) for ch in changes) if c))
+    kept = [c for c in (effective(ch, current.get(ch.flid)) for ch in changes) if c]
+    members = rejoined_members(kept, current)
+    return Decision.apply(*kept, plans=(DayMembers(members),) if members else ())

@@ -68,7 +68,8 @@ def collection_entries(elements: list[etree._Element],
     The one place every message line (FLOP, ADFT, snapshot FLTR) checks a group (D25, US-03 AC2):
     at most ``spec.max_entries`` entries, and where the group is sequenced every entry carries an
     integer sequence 0..999, no two alike. Zero mixed with non-zero sequences is a structural error
-    (D7, FS §5.2).
+    (D7, FS §5.2), and so is a zero entry carrying a value (``<GTDT GTNO="0"><GATE>A1</GATE>``):
+    the clear marker is the bare element.
     """
     if len(elements) > spec.max_entries:
         raise Unmapped(f"{spec.key}: {len(elements)} entries exceed the limit of {spec.max_entries}")
@@ -81,6 +82,12 @@ def collection_entries(elements: list[etree._Element],
     if spec.seq_attr:
         sequences = [sequence_number(spec, e.get(spec.seq_attr, "")) for e in entries]
         if all(n == 0 for n in sequences):
+            carrying = [k for e in entries for k in e if k != spec.seq_attr]
+            if carrying:
+                # "0" is the protocol's clear marker, a bare element (FS §4.3 "单条且全 0"); one that
+                # also carries a value is a contradiction, refused rather than guessed as a clear
+                raise Unmapped(f"{spec.key}: {spec.seq_attr}=0 is the clear marker but carries "
+                               f"{', '.join(sorted(set(carrying)))}")
             return None
         if 0 in sequences:
             raise Unmapped(f"{spec.key}: {spec.seq_attr}=0 mixed with other entries")

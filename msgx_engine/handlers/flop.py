@@ -28,7 +28,7 @@ from msgx_engine.sis.fields import (
     SCALARS,
     TEXT_GROUP_BY_KEY,
 )
-from msgx_engine.state.model import ALL_KEYS, Clear, Command, Entry, FlightState, Replace, Set
+from msgx_engine.state.model import ALL_KEYS, Command, FlightState, Replace, Set, SetEntry, freeze_entry
 
 IDENTITY_ELEMENTS = ("FLID", "FFID")
 FDEL = "FDEL"
@@ -85,30 +85,22 @@ def block_commands(block: etree._Element, styp: str) -> list[Command]:
     return ([Set("FFID", ffid)] if ffid else []) + cmds
 
 
-def port_by_poid(cmds: list[Command], before: FlightState | None) -> list[Command]:
-    """PORT replaces only the entry of its own POID, so the open (O) and close (C) times stay side
-    by side as the peer keeps them; an entry without POTM clears that POID (peer rule), an empty
-    PORT element clears both. Entries are kept in O, C order."""
-    if not any(isinstance(c, Replace) and c.key == "PORT" for c in cmds):
-        return cmds
-    kept: dict[str, Entry] = {e.get("POID", ""): e for e in before.entries("PORT")} if before is not None else {}
+def port_by_poid(cmds: list[Command]) -> list[Command]:
+    """PORT sets only the entry of its own POID, so the open (O) and close (C) times stay side by
+    side as the peer keeps them; an entry without POTM clears that POID (peer rule), an empty PORT
+    element clears both. Each POID is its own last-writer register (``SetEntry``, decision L7): the
+    merge happens in the state model, by mailbox id, not here against the state the message found,
+    so an older open time that arrives after a newer close time still lands."""
     out: list[Command] = []
     for cmd in cmds:
-        if not (isinstance(cmd, Replace | Clear) and cmd.key == "PORT"):
+        if not (isinstance(cmd, Replace) and cmd.key == "PORT"):
             out.append(cmd)
             continue
-        if isinstance(cmd, Clear):
-            kept = {}
-        for entry in getattr(cmd, "entries", ()):
+        for entry in cmd.entries:
             poid = entry.get("POID", "")
             if poid not in PORT_IDS:
                 raise Unmapped(f"PORT POID={poid!r} is not one of {'/'.join(PORT_IDS)}")
-            if entry.get("POTM"):
-                kept[poid] = entry
-            else:
-                kept.pop(poid, None)
-    entries = tuple(kept[p] for p in PORT_IDS if p in kept)
-    out.append(Replace("PORT", entries) if entries else Clear("PORT"))
+            out.append(SetEntry("PORT", poid, freeze_entry(entry) if entry.get("POTM") else None))
     return out
 
 
@@ -134,7 +126,7 @@ def handle_flop(msg: SisMessage, current: Mapping[str, FlightState]) -> Decision
         return Decision.skip("unsupported", f"FLOP/{styp} has no handler")
     try:
         grouped = group_by_flid((block_flid(b), block_commands(b, styp)) for b in flop_blocks(msg))
-        grouped = {flid: port_by_poid(cmds, current.get(flid)) for flid, cmds in grouped.items()}
+        grouped = {flid: port_by_poid(cmds) for flid, cmds in grouped.items()}
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
     changes = [effective(FlightChange(flid=flid, commands=tuple(cmds)), current.get(flid))

@@ -29,7 +29,15 @@ from typing import cast
 from lxml import etree
 
 from msgx_engine.handlers import codeshare, package_split
-from msgx_engine.handlers.answers import OpenRequest, RequestCompletion, answered_too_early
+from msgx_engine.handlers.answers import (
+    LATE_ANSWER,
+    NO_REQUEST,
+    AnswerRefusal,
+    OpenRequest,
+    RequestCompletion,
+    answered_too_early,
+    select_request,
+)
 from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
 from msgx_engine.handlers.extract import Unmapped, block_values, text_of
@@ -263,8 +271,9 @@ class SnapshotContext:
     """What the route loads for a SCHD DNLD/RESP under the writer lock (``pipeline.routing``).
 
     ``rejected`` is set when the package failed its whole-package checks (nothing else is read);
-    ``ledger`` is None when the day cannot be determined. A RESP's ``request`` is the SENT RQFD it
-    answers (``answered_request``), ``sent`` every SENT RQFD (to say why none matched).
+    ``ledger`` is None when the day cannot be determined. A RESP's ``request`` is the RQFD it
+    answers (``answered_request``), ``refusal`` why it answers none when that is known (a late
+    answer, an echo naming no request), ``sent`` every SENT RQFD (to say why none matched).
     ``children`` holds the live code-share children of every flight the snapshot writes, may
     delete, or whose child it changes (D30).
     """
@@ -275,6 +284,7 @@ class SnapshotContext:
     request: OpenRequest | None = None
     sent: tuple[OpenRequest, ...] = ()
     ledger: Ledger | None = None
+    refusal: AnswerRefusal | None = None
     heads: Mapping[str, Head] = field(default_factory=dict)
     children: codeshare.Children = field(default_factory=dict)
     # the whole states of the package's flights that a message newer than this snapshot already
@@ -283,9 +293,9 @@ class SnapshotContext:
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
-    """The snapshot decision: DEAD, SKIPPED(no_request | empty_snapshot), or the whole plan (and a
-    RESP's request completion). A message that is already the day's last one plans nothing
-    (replay short-circuit)."""
+    """The snapshot decision: DEAD, SKIPPED(no_request | late_answer | empty_snapshot), or the whole
+    plan (and a RESP's request completion). A message that is already the day's last one plans
+    nothing (replay short-circuit)."""
     if ctx.rejected is not None:
         return Decision.dead(ctx.rejected.reason, ctx.rejected.detail)
     pkg = ctx.outline
@@ -299,10 +309,12 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
     if not resp and not pkg.flids:
         return Decision.skip("empty_snapshot", "a DNLD without flights has no day: nothing deleted (D4)",
                              alert="empty SCHD DNLD: no day, nothing deleted; the AODB sent an empty daily schedule")
+    if resp and ctx.refusal is not None:
+        return _refused(msg, ctx.refusal)
     if resp:
         skip = _unanswerable(msg, pkg, ctx.request, ctx.sent)
         if skip:
-            return Decision.skip("no_request", skip)
+            return Decision.skip(NO_REQUEST, skip)
     try:
         flights = package_flights(msg, pkg.flids)
     except Unmapped as exc:
@@ -321,15 +333,34 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
                         window=request_window(request, ctx.ledger.day) if request else None, newer=ctx.newer)
     plan = plan_snapshot(inp, ctx.msg_id)
     completion = (RequestCompletion(request.req_id),) if request is not None else ()
-    return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion))
+    return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion), alert=_held_alert(plan))
 
 
-def answered_request(pkg: Outline, sent: Sequence[OpenRequest]) -> OpenRequest | None:
-    """The SENT RQFD a RESP answers (D23, C-23): the one whose day is the package's own day (D4's
-    rule on its FLTRs); an empty RESP answers the single SENT RQFD. None: no match."""
-    if not pkg.flids:
-        return sent[0] if len(sent) == 1 else None
-    return next((r for r in sent if r.fday is not None and r.fday == pkg.day), None)
+def _held_alert(plan: SnapshotPlan) -> str | None:
+    """What the operator hears when the package drops a master but keeps its code-share child."""
+    if not plan.held:
+        return None
+    pairs = "; ".join(f"master {m} kept for {', '.join(c)}" for m, c in plan.held)
+    return (f"the daily schedule of {plan.day} leaves out code-share master flight(s) whose code-share "
+            f"flights it still lists: the masters stay live until a schedule drops their code-share "
+            f"flights too ({pairs})")
+
+
+def answered_request(msg: SisMessage, pkg: Outline, candidates: Sequence[OpenRequest], received_at: datetime | None
+                     ) -> tuple[OpenRequest | None, AnswerRefusal | None]:
+    """The RQFD a RESP answers (D23, C-23, ``answers.select_request``): the one its echoed SEQN
+    names, else the one of the package's own day (D4's rule on its FLTRs) in flight when the
+    answer was registered; an empty RESP answers whichever RQFD was in flight. Late: refused."""
+    return select_request(msg, "RQFD", candidates, received_at,
+                          fits=lambda r: not pkg.flids or (r.fday is not None and r.fday == pkg.day))
+
+
+def _refused(msg: SisMessage, refusal: AnswerRefusal) -> Decision:
+    """A RESP that answers no request in time: SKIPPED with its reason, an alert for a late one."""
+    if refusal.reason == LATE_ANSWER:
+        return Decision.skip(LATE_ANSWER, refusal.detail,
+                             alert=f"late SCHD RESP {msg.meta.identity} not applied: {refusal.detail}")
+    return Decision.skip(refusal.reason, refusal.detail)
 
 
 def _unanswerable(msg: SisMessage, pkg: Outline, request: OpenRequest | None,
@@ -340,8 +371,8 @@ def _unanswerable(msg: SisMessage, pkg: Outline, request: OpenRequest | None,
             return "no open (SENT) RQFD request to answer"
         asked = ", ".join(f"request {r.req_id} for {r.fday}" for r in sent)
         if not pkg.flids:
-            return f"an empty RESP answers the single SENT RQFD, and {len(sent)} are SENT ({asked})"
-        return f"the package covers {pkg.day}, no SENT RQFD asks for that day ({asked}): a late or stray answer"
+            return f"an empty RESP answers the RQFD in flight when it was registered, and none was ({asked})"
+        return f"the package covers {pkg.day}, no RQFD in flight asks for that day ({asked}): a stray answer"
     return answered_too_early(msg, request)
 
 
@@ -368,6 +399,8 @@ class SnapshotPlan(Plan):
                                           # old members outside its window, D23)
     flights: int                          # FLTR records in the package (the run record)
     req_id: int | None = None             # the RQFD a RESP answers (the run record)
+    held: tuple[tuple[str, tuple[str, ...]], ...] = ()   # masters kept for their live children
+                                          # that stay, with those children (decision L5)
 
     @property
     def day(self) -> date:
@@ -398,17 +431,49 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     package = frozenset(flid for flid, _ in inp.flights)
     # D23: a RESP only speaks for its request's window; members outside it stay as they are
     outside = {f for f in inp.ledger.members - package if not _in_window(inp.heads.get(f), inp.window)}
-    members = package | outside
+    # L8: a member a newer message restored is spared (F6) and stays a member, as it would be in id
+    # order (the restore puts it back), so the day's next package can still diff-delete it
+    restored = {f for f in inp.ledger.members - package - outside if _restored_later(inp.heads.get(f), day, msg_id)}
+    members = package | outside | restored
     diff = sorted(flid for flid in inp.ledger.members - members
                   if _deletable(inp.heads.get(flid), day, msg_id))
-    # D30: a deleted master takes its live children with it, unless the package lists them
+    # L5: a master one of whose live children stays (the package lists it, or a later day or the
+    # RESP's outside window keeps it) is not diff-deleted: it stays a live member, with an alert
+    held = held_masters(diff, members, written, inp.children)
+    if held:
+        kept = {m for m, _ in held}
+        diff = [f for f in diff if f not in kept]
+        members = members | kept
+    # D30: a deleted master takes its live children with it
     deleted = diff + sorted(set(codeshare.cascade(diff, inp.children)) - members - set(diff))
     after = _after(written, deleted)
     after_children = codeshare.children_after(after)
     written = [_with_mafl(s, codeshare.derived_mafl(s.flid, inp.children, after, after_children))
                if s.flid in inp.children else s for s in written]
     return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
-                        len(inp.flights), inp.request.req_id if inp.request else None)
+                        len(inp.flights), inp.request.req_id if inp.request else None, held)
+
+
+def held_masters(diff: Iterable[str], members: frozenset[str], written: Iterable[FlightState],
+                 children: codeshare.Children) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The diff-delete candidates that must stay because a live code-share child of theirs stays
+    (decision L5, INV-21: never a live child of a deleted master), each with those children: a
+    child the package writes naming it (``MAID``), or a stored live child the snapshot leaves as
+    it is (in ``members`` but not written: owned by a later day, or outside a RESP's window)."""
+    candidates = set(diff)
+    if not candidates:
+        return ()
+    written_now = {s.flid: s for s in written}
+    staying: dict[str, set[str]] = {}
+    for state in written_now.values():
+        master = codeshare.master_of(state)
+        if master in candidates:
+            staying.setdefault(master, set()).add(state.flid)
+    for master in candidates:
+        for ref in children.get(master, ()):
+            if ref.flid in members and ref.flid not in written_now:
+                staying.setdefault(master, set()).add(ref.flid)
+    return tuple((m, tuple(sorted(c, key=codeshare.flid_order))) for m, c in sorted(staying.items()))
 
 
 def _after(written: Iterable[FlightState], deleted: Iterable[str]) -> dict[str, FlightState]:
@@ -462,6 +527,12 @@ def _deletable(head: Head | None, day: date, msg_id: int) -> bool:
     one a newer message restored (its deletion flag is stamped later: last writer wins, F6)."""
     return (head is not None and head.fday == day and not head.deleted
             and stamp_of(head.stamps, DELETED) <= msg_id)
+
+
+def _restored_later(head: Head | None, day: date, msg_id: int) -> bool:
+    """A live flight of this day whose deletion flag a newer message wrote (an ADFT, L8)."""
+    return (head is not None and head.fday == day and not head.deleted
+            and stamp_of(head.stamps, DELETED) > msg_id)
 
 
 def flids_to_read(pkg: Outline, members: Iterable[str]) -> list[str]:

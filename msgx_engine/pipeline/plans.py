@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection
 
+from msgx_engine.handlers.adft import DayMembers
 from msgx_engine.handlers.answers import RequestCompletion
 from msgx_engine.handlers.decision import Plan
 from msgx_engine.handlers.eror import RequestFailure
@@ -21,7 +22,7 @@ from msgx_engine.handlers.reference import BridgeRefresh, RefPlan
 from msgx_engine.handlers.seasons import SeasonPlan
 from msgx_engine.handlers.snapshot import SnapshotPlan
 from msgx_engine.store.bridges import refresh_bridges
-from msgx_engine.store.ledger import write_snapshot
+from msgx_engine.store.ledger import rejoin_members, write_snapshot
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.reference import write_reference
 from msgx_engine.store.requests import complete_request, fail_request
@@ -44,6 +45,7 @@ WRITERS: dict[type[Plan], PlanWriter] = dict([
     _entry(SeasonPlan, write_season),
     _entry(RequestCompletion, complete_request),
     _entry(RequestFailure, fail_request),
+    _entry(DayMembers, rejoin_members),
 ])
 
 

@@ -40,6 +40,7 @@ from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
 from msgx_engine.db import is_disconnect, pipelined
+from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.changes import next_state
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.mailbox.adapter import Mailbox
@@ -877,7 +878,10 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         current[change.flid] = state
         states.append(state)
         shown.append(state)
-        events += outbox.change_events(msg_id, meta, state, changed, cleared)
+        own = outbox.change_events(msg_id, meta, state, changed, cleared)
+        if codeshare.announced_by_master(before, state, current):   # decision L6: its master's msg tells it
+            own = [e for e in own if e.topic != outbox.TOPIC_MSG]
+        events += own
     return states, events, shown
 
 

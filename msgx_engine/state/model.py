@@ -13,6 +13,13 @@ wrote is skipped, so a row that commits late with a smaller id never rewinds new
 applying messages in any order converges to the in-order state. ``stamps`` is compact: ``*``
 holds the id of the last message that wrote every key (a whole-state write), and a key has an
 entry of its own only when it was written later than that.
+
+A keyed list (PORT, by its POID: the open and the close time; docs/decisions.md L7) is not one
+register but one per entry identity: ``SetEntry`` writes one entry and leaves the others, and its
+stamp is ``PORT/O`` or ``PORT/C``. A whole write of the list (``Replace``, ``Clear``: an ADFT
+record, a snapshot) writes every identity at once; its id is the list key's own stamp (``PORT``),
+which every identity without a newer stamp of its own falls back to. So a late open time never
+loses to a newer close time, and any arrival order of PORT messages converges.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from datetime import date
 from types import EllipsisType, MappingProxyType
 from typing import cast
 
-from msgx_engine.sis.fields import COLLECTION_BY_KEY, OBJECT_BY_KEY, SCALARS, TEXT_GROUP_BY_KEY
+from msgx_engine.sis.fields import COLLECTION_BY_KEY, OBJECT_BY_KEY, PORT_IDS, SCALARS, TEXT_GROUP_BY_KEY
 
 Entry = Mapping[str, str]
 Value = str | tuple[Entry, ...] | Entry
@@ -39,6 +46,15 @@ BASE = "*"               # stamps key: the last message that wrote every field k
 # refused as stale (a late child's message must still re-derive its master).
 DERIVED_KEYS = frozenset({"MAFL"})
 Stamps = Mapping[str, int]
+# Lists whose entries are registers of their own (L7): list key -> (the part naming an entry, the
+# identities in the order the list keeps them; any other identity follows, sorted).
+KEYED_LISTS: Mapping[str, tuple[str, tuple[str, ...]]] = MappingProxyType({"PORT": ("POID", PORT_IDS)})
+ENTRY_STAMP_SEPARATOR = "/"
+
+
+def entry_stamp_key(key: str, ident: str) -> str:
+    """The stamps key of one entry of a keyed list: ``PORT/O``."""
+    return f"{key}{ENTRY_STAMP_SEPARATOR}{ident}"
 
 
 def freeze_entry(entry: Mapping[str, str]) -> Entry:
@@ -80,7 +96,17 @@ class Replace:
     entries: tuple[Entry, ...]
 
 
-Command = Set | Clear | Replace
+@dataclass(frozen=True)
+class SetEntry:
+    """Keyed list (``KEYED_LISTS``): the entry ``ident`` becomes ``entry``, or goes when it is None;
+    the list's other entries stay (a PORT message names one POID)."""
+
+    key: str
+    ident: str
+    entry: Entry | None = None
+
+
+Command = Set | Clear | Replace | SetEntry
 
 
 @dataclass(frozen=True)
@@ -123,9 +149,16 @@ class FlightState:
 
 
 def stamp_of(stamps: Stamps, key: str) -> int:
+    """The stamp of a field key, of the deletion flag, or of one entry of a keyed list (``PORT/O``:
+    its own stamp, else the list's, else the base)."""
     if key in stamps:
         return stamps[key]
-    return 0 if key == DELETED else stamps.get(BASE, 0)
+    if key == DELETED:
+        return 0
+    list_key, sep, _ = key.partition(ENTRY_STAMP_SEPARATOR)
+    if sep:
+        return stamp_of(stamps, list_key)
+    return stamps.get(BASE, 0)
 
 
 @dataclass(frozen=True)
@@ -155,6 +188,12 @@ class Applied:
 
 def _validate(cmd: Command) -> None:
     kind = kind_of(cmd.key)
+    if isinstance(cmd, SetEntry):
+        if cmd.key not in KEYED_LISTS:
+            raise ValueError(f"SetEntry on {cmd.key}, which is not a keyed list")
+        if cmd.entry is not None and cmd.entry.get(KEYED_LISTS[cmd.key][0], "") != cmd.ident:
+            raise ValueError(f"SetEntry {cmd.key}/{cmd.ident} with an entry of another identity")
+        return
     if isinstance(cmd, Replace) and kind != "list":
         raise ValueError(f"Replace on non-list key {cmd.key}")
     if isinstance(cmd, Set) and kind == "list":
@@ -184,8 +223,16 @@ def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | 
     stamps = dict(state.stamps)
     touched: set[str] = set()
     stale: set[str] = set()
+    whole: set[str] = set()         # keys written whole (every entry of a keyed list)
     for cmd in commands:
         _validate(cmd)
+        if not isinstance(cmd, SetEntry):
+            whole.add(cmd.key)
+        if isinstance(cmd, SetEntry) or cmd.key in KEYED_LISTS:
+            wrote, stale_entries = _apply_keyed(cmd, fields, stamps, message_id, override)
+            touched.update([cmd.key] if wrote else [])
+            stale.update(stale_entries)
+            continue
         if message_id is not None and cmd.key not in DERIVED_KEYS:
             if stamp_of(stamps, cmd.key) <= message_id:
                 stamps[cmd.key] = message_id
@@ -211,7 +258,7 @@ def apply(state: FlightState, commands: Iterable[Command], *, message_id: int | 
             deleted = delete
             if message_id is not None and stamp_of(stamps, DELETED) <= message_id:
                 stamps[DELETED] = message_id
-    if message_id is not None and touched | stale >= ALL_KEYS:
+    if message_id is not None and whole >= ALL_KEYS:
         stamps = _compact(stamps, message_id)
     changed = {k for k in touched if fields.get(k) != state.fields.get(k)}
     cleared = {k for k in changed if k not in fields}
@@ -252,12 +299,89 @@ def apply_change(before: FlightState | None, flid: str, commands: Iterable[Comma
 def _compact(stamps: dict[str, int], message_id: int) -> dict[str, int]:
     """After a message wrote every field key it did not find newer: it becomes the base, and only
     the keys written by newer messages keep an entry of their own (with their effective stamp,
-    which may have come from the old base)."""
+    which may have come from the old base); an entry of a keyed list keeps its own stamp only
+    when it is newer than the list's."""
     out = {k: v for k in ALL_KEYS if (v := stamp_of(stamps, k)) > message_id}
+    for k, v in stamps.items():
+        list_key, sep, _ = k.partition(ENTRY_STAMP_SEPARATOR)
+        if sep and v > out.get(list_key, message_id):
+            out[k] = v
     if DELETED in stamps:
         out[DELETED] = stamps[DELETED]
     out[BASE] = message_id
     return out
+
+
+def keyed_entries(key: str, entries: Iterable[Mapping[str, str]]) -> tuple[Entry, ...]:
+    """A keyed list as it is kept: one entry per identity (the last one given wins), the known
+    identities first in their order (PORT: O, C), any other after them, sorted."""
+    part, order = KEYED_LISTS[key]
+    by_ident = {e.get(part, ""): freeze_entry(e) for e in entries}
+    return tuple(by_ident[i] for i in _ident_order(by_ident, order))
+
+
+def entry_changes(key: str, before: Iterable[Entry], after: Iterable[Entry]) -> list[SetEntry]:
+    """The entries of keyed list ``key`` that differ between two lists, as ``SetEntry`` commands
+    (a code-share child's PORT change passed on to its master entry by entry, L6/L7)."""
+    part, order = KEYED_LISTS[key]
+    old = {e.get(part, ""): e for e in before}
+    new = {e.get(part, ""): e for e in after}
+    return [SetEntry(key, i, new.get(i)) for i in _ident_order([*old, *new], order) if old.get(i) != new.get(i)]
+
+
+def _ident_order(idents: Iterable[str], order: tuple[str, ...]) -> list[str]:
+    present = set(idents)
+    return [i for i in order if i in present] + sorted(present - set(order))
+
+
+def _apply_keyed(cmd: Command, fields: dict[str, Value], stamps: dict[str, int], message_id: int | None,
+                 override: bool) -> tuple[bool, set[str]]:
+    """One command on a keyed list, entry by entry, last writer wins per entry (L7). Returns
+    whether any entry was written and the stamp keys of the entries found newer (skipped).
+
+    A whole write (``Replace``/``Clear``) addresses every identity: those it carries are set, all
+    others (the ones present, and the ones with a stamp of their own) removed; it stamps the list
+    key, and the entry stamps it supersedes are dropped, so an identity nobody names later falls
+    back to it. ``SetEntry`` addresses its one identity and stamps it alone."""
+    part, order = KEYED_LISTS[cmd.key]
+    value = fields.get(cmd.key)
+    current: dict[str, Entry] = {e.get(part, ""): e for e in value} if isinstance(value, tuple) else {}
+    prefix = entry_stamp_key(cmd.key, "")
+    own = [k for k in stamps if k.startswith(prefix)]
+    ops: dict[str, Entry | None]
+    if isinstance(cmd, SetEntry):
+        ops = {cmd.ident: None if cmd.entry is None else freeze_entry(cmd.entry)}
+    else:
+        ops = dict.fromkeys([*current, *(k[len(prefix):] for k in own)])
+        for e in getattr(cmd, "entries", ()):
+            ops[e.get(part, "")] = freeze_entry(e)
+    stale: set[str] = set()
+    wrote = False
+    for ident, entry in ops.items():
+        sk = entry_stamp_key(cmd.key, ident)
+        if message_id is not None and stamp_of(stamps, sk) > message_id and not override:
+            stale.add(sk)
+            continue
+        wrote = True
+        if entry is None:
+            current.pop(ident, None)
+        else:
+            current[ident] = entry
+    if message_id is not None:
+        if isinstance(cmd, SetEntry):
+            sk = entry_stamp_key(cmd.key, cmd.ident)
+            if stamp_of(stamps, sk) <= message_id:
+                stamps[sk] = message_id
+        elif stamp_of(stamps, cmd.key) <= message_id:
+            stamps[cmd.key] = message_id
+            for k in own:
+                if stamps[k] <= message_id:
+                    del stamps[k]
+    if current:
+        fields[cmd.key] = tuple(current[i] for i in _ident_order(current, order))
+    else:
+        fields.pop(cmd.key, None)
+    return wrote, stale
 
 
 def full_state_commands(fields: Mapping[str, Value]) -> list[Command]:

@@ -23,6 +23,7 @@ from sqlalchemy import ARRAY, Connection, Text, any_, bindparam, delete, func, i
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.exc import SQLAlchemyError
 
+from msgx_engine.handlers.adft import DayMembers
 from msgx_engine.handlers.reconcile import Reconciliation, examples, reconcile
 from msgx_engine.handlers.snapshot import Head, Ledger, SnapshotPlan
 from msgx_engine.state.bridges import with_bridges
@@ -83,6 +84,7 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     tombstones = soft_delete(conn, plan.deleted, msg_id, now)
     replace_members(conn, plan.day, plan.ledger.members, plan.members)
     pairs = [] if fresh else reconciliation.differences(conn)
+    unchanged = reconciliation.keep_unchanged(conn, compared, pairs) if compared else set()
     before = reconciliation.before_states(conn, {f for flids in examples(pairs).values() for f in flids})
     report = reconcile(plan.day, plan.styp, plan.flights, plan.written, compared, pairs, before, plan.deleted,
                        len(plan.kept_later))
@@ -90,8 +92,9 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     if plan.kept_later:
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
-    # a flight a newer message deleted stays deleted (F6): written, hidden, announced to nobody
-    return outbox.StateEvents(msg_id, [s for s in written if not s.deleted], tombstones)
+    # a flight a newer message deleted stays deleted (F6): written, hidden, announced to nobody;
+    # one the snapshot left as it was keeps its version and is announced to nobody (US-06 AC5)
+    return outbox.StateEvents(msg_id, [s for s in written if not s.deleted and s.flid not in unchanged], tombstones)
 
 
 def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime) -> int:
@@ -135,6 +138,15 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
                                                  schd_gen_flid.c.flid == any_(_FLIDS)), {"flids": gone})
     if added:     # one statement with one array, not an executemany of 10,000 rows (issue 16)
         conn.exec_driver_sql(_ADD_MEMBERS_SQL, {"fday": day, "flids": TextArray(added)})
+
+
+def rejoin_members(conn: Connection, plan: DayMembers, msg_id: int, now: datetime) -> Sequence[OutboxRow]:
+    """Put the flights an ADFT restored back in their days' member lists (decision L8); a flight
+    already listed stays as it is. Writes no events: the restore's own events tell readers."""
+    if plan.members:
+        conn.execute(pg_insert(schd_gen_flid).values([{"fday": d, "flid": f} for d, f in plan.members])
+                     .on_conflict_do_nothing(index_elements=["fday", "flid"]))
+    return []
 
 
 def record_run(conn: Connection, msg_id: int, plan: SnapshotPlan, version: int, now: datetime,

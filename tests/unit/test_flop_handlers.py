@@ -18,7 +18,7 @@ from msgx_engine.handlers.decision import APPLY, DEAD, SKIP, FlightChange
 from msgx_engine.handlers.flop import SUBTYPE_ELEMENTS, SUPPORTED_SUBTYPES, handle_fdel, handle_flop
 from msgx_engine.sis.catalogue import FLOP_SUBTYPES
 from msgx_engine.sis.decode import SisRefused, decode
-from msgx_engine.state.model import Clear, FlightState, Replace, Set, freeze_entry
+from msgx_engine.state.model import Clear, FlightState, Set, freeze_entry
 
 
 def test_every_catalogue_subtype_has_a_handler_and_grouped_shapes_are_kept():
@@ -89,25 +89,51 @@ def _port(flid: str, *entries: tuple[str, str]) -> str:
     return flop("PORT", flid, body or "\t\t<PORT></PORT>\n")
 
 
+def _ported(before: FlightState, body: str, message_id: int = 9) -> FlightState:
+    """The state a PORT message leads to from ``before`` (the decision applied by mailbox id)."""
+    decision = handle_flop(decode(flop("PORT", before.flid, body)), {before.flid: before})
+    assert decision.outcome == APPLY
+    result = next_state(decision.changes[0], before, message_id)
+    assert result is not None
+    return result.state
+
+
+def _port_entry(poid: str, potm: str):
+    return freeze_entry({"POID": poid, "POTM": potm})
+
+
 def test_port_keeps_open_and_close_side_by_side():
     """PORT (catalogue: peer keeps port_open_time and port_close_time): a message replaces only the
     entry of its own POID; POTM empty clears that POID; an empty PORT clears both; a POID other
     than O/C is DEAD(malformed) (G-FLOP-UNMAPPED)."""
-    before = FlightState(flid="P1", fields=MappingProxyType(
-        {"PORT": (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),)}), state_version=1)
-    close = handle_flop(decode(_port("P1", ("10AUG182030", "C"))), {"P1": before})
-    assert close.outcome == APPLY
-    assert Replace("PORT", (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),
-                            freeze_entry({"POID": "C", "POTM": "10AUG182030"}))) in close.changes[0].commands
-    both = FlightState(flid="P1", fields=MappingProxyType({"PORT": (
-        freeze_entry({"POID": "O", "POTM": "10AUG181855"}), freeze_entry({"POID": "C", "POTM": "10AUG182030"}))}),
-        state_version=2)
-    reopen = handle_flop(decode(flop("PORT", "P1", "\t\t<PORT><POTM></POTM><POID>C</POID></PORT>\n")), {"P1": both})
-    assert Replace("PORT", (freeze_entry({"POID": "O", "POTM": "10AUG181855"}),)) in reopen.changes[0].commands
+    before = FlightState(flid="P1", fields=MappingProxyType({"PORT": (_port_entry("O", "10AUG181855"),)}),
+                         state_version=1)
+    both = _ported(before, "\t\t<PORT><POTM>10AUG182030</POTM><POID>C</POID></PORT>\n")
+    assert both.entries("PORT") == (_port_entry("O", "10AUG181855"), _port_entry("C", "10AUG182030"))
+    reopen = _ported(both, "\t\t<PORT><POTM></POTM><POID>C</POID></PORT>\n", message_id=10)
+    assert reopen.entries("PORT") == (_port_entry("O", "10AUG181855"),)
     cleared = handle_flop(decode(_port("P1")), {"P1": both})
     assert Clear("PORT") in cleared.changes[0].commands
     bad = handle_flop(decode(_port("P1", ("10AUG181855", "X"))), {"P1": both})
     assert bad.outcome == DEAD and "POID" in (bad.detail or "")
+
+
+def test_a_late_older_port_entry_of_another_poid_still_lands():
+    """F6, decision L7: each POID is its own last-writer register. The close time (mailbox id 12)
+    is processed before an older open time (id 11) that committed late: the open time lands all
+    the same, and both arrival orders give the same PORT and the same stamps. An older entry of the
+    same POID stays skipped."""
+    fresh = FlightState(flid="P1")
+    open_body = "\t\t<PORT><POTM>10AUG181855</POTM><POID>O</POID></PORT>\n"
+    close_body = "\t\t<PORT><POTM>10AUG182030</POTM><POID>C</POID></PORT>\n"
+    in_order = _ported(_ported(fresh, open_body, 11), close_body, 12)
+    late = _ported(_ported(fresh, close_body, 12), open_body, 11)
+    assert late.entries("PORT") == in_order.entries("PORT") == (
+        _port_entry("O", "10AUG181855"), _port_entry("C", "10AUG182030"))
+    assert {k: late.stamp(k) for k in ("PORT/O", "PORT/C")} == {"PORT/O": 11, "PORT/C": 12}
+    assert {k: in_order.stamp(k) for k in ("PORT/O", "PORT/C")} == {"PORT/O": 11, "PORT/C": 12}
+    older_close = _ported(late, "\t\t<PORT><POTM>10AUG180000</POTM><POID>C</POID></PORT>\n", 10)
+    assert older_close.entries("PORT") == late.entries("PORT")
 
 
 def test_no_ops_reach_the_pipeline_but_change_nothing_a_reader_sees():

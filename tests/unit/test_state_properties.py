@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from msgx_engine.sis.fields import COLLECTION_BY_KEY, OBJECT_BY_KEY, TEXT_GROUP_BY_KEY
 from msgx_engine.state.model import (
     ALL_KEYS,
+    KEYED_LISTS,
     SCALAR_KEYS,
     Clear,
     FlightState,
@@ -23,6 +24,7 @@ from msgx_engine.state.model import (
     apply,
     freeze_entry,
     full_state_commands,
+    keyed_entries,
     kind_of,
 )
 from msgx_engine.state.serialize import dumps, state_document, state_from_json, state_json
@@ -46,7 +48,10 @@ def value_for(key: str):
         return text
     if kind == "object":
         return entry_for(key).map(freeze_entry)
-    return st.lists(entry_for(key).map(freeze_entry), min_size=1, max_size=3).map(tuple)
+    entries = st.lists(entry_for(key).map(freeze_entry), min_size=1, max_size=3).map(tuple)
+    if key in KEYED_LISTS:      # a keyed list is kept one entry per identity, in its order (L7)
+        return entries.map(lambda es: keyed_entries(key, es))
+    return entries
 
 
 keys = st.sampled_from(sorted(ALL_KEYS))
