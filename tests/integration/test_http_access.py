@@ -84,7 +84,8 @@ def test_allow_public_refuses_to_start_without_a_token(env_for):
 
 
 def test_allow_public_with_a_token_starts(env_for):
-    """With a token, --allow-public is accepted (here on loopback) and the token is enforced."""
-    with serve_process(env_for(MSGX_API_TOKEN=TOKEN), "--allow-public") as (port, _):
+    """With a token and a terminating proxy declared, --allow-public is accepted (here on loopback) and
+    the token is enforced (with TLS served by msgx itself: tests/integration/test_http_tls.py)."""
+    with serve_process(env_for(MSGX_API_TOKEN=TOKEN), "--allow-public", "--behind-tls-proxy") as (port, _):
         assert_unauthorized(call(port, "GET", "/all/flights"))
         assert call(port, "GET", "/all/flights", headers={"Authorization": f"Bearer {TOKEN}"})[0] == 200

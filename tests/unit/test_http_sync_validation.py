@@ -94,12 +94,12 @@ def test_loopback_detection(host, loopback):
 
 def test_public_bind_needs_explicit_permission():
     """US-02 AC4: a non-loopback bind is refused unless allow_public; issue 14 item 5: allow_public
-    is refused without an API token."""
+    is refused without an API token (and without TLS: tests/unit/test_http_tls.py)."""
     with pytest.raises(ConfigError, match="--allow-public"):
         check_bind("0.0.0.0", allow_public=False)
     with pytest.raises(ConfigError, match="MSGX_API_TOKEN"):
         check_bind("0.0.0.0", allow_public=True)
-    check_bind("0.0.0.0", allow_public=True, token="t")
+    check_bind("0.0.0.0", allow_public=True, token="t", tls=True)
     check_bind("127.0.0.1", allow_public=False)
 
 
