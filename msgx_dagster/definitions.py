@@ -12,6 +12,7 @@ from msgx_dagster.assets.specs import ASSET_SPECS, HEALTH_SPECS
 from msgx_dagster.checks import CHECKS
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
+from msgx_dagster.jobs.compare import compare_job
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.monitor import monitor_job
 from msgx_dagster.jobs.operator import JOBS as OPERATOR_JOBS
@@ -29,7 +30,7 @@ def build_defs(*, shadow: bool) -> dg.Definitions:
         assets=[*ASSET_SPECS, *HEALTH_SPECS],
         asset_checks=CHECKS,
         jobs=[pump_job, backfill_job, dispatch_job, projection_rebuild_job, *REQUEST_JOBS, replay_job,
-              archive_job, monitor_job, *OPERATOR_JOBS],
+              archive_job, monitor_job, *OPERATOR_JOBS, compare_job],
         sensors=SENSORS,
         schedules=schedules_for(shadow=shadow),
         resources=resources_for_env(),

@@ -14,6 +14,7 @@ OUTBOX = dg.AssetKey(["msgx", "outbox"])
 KAFKA_MSG = dg.AssetKey(["kafka", "msg"])
 KAFKA_SCHD = dg.AssetKey(["kafka", "schd"])
 PROJECTION = dg.AssetKey(["redis", "flightInfo"])
+PARALLEL_RUN = dg.AssetKey(["msgx", "parallel_run"])
 
 ASSET_SPECS: list[dg.AssetSpec] = [
     dg.AssetSpec(MAILBOX, description="Shared MySQL mailbox CMINMSGS written by the AODB (external).",
@@ -35,6 +36,10 @@ ASSET_SPECS: list[dg.AssetSpec] = [
                  group_name="delivery", kinds={"kafka"}, deps=[OUTBOX]),
     dg.AssetSpec(PROJECTION, description="Redis hash flightInfo: whole-state JSON per FLID.",
                  group_name="delivery", kinds={"redis"}, deps=[FLIGHT_STATE]),
+    dg.AssetSpec(PARALLEL_RUN, description="The parallel run before going live: each comparison of this "
+                 "installation's flights with the reference, with its unexplained and explained differences, "
+                 "the dead-letter backlog and the oldest undelivered event's dwell as plotted metadata "
+                 "(compare_job, hourly).", group_name="go_live", deps=[FLIGHT_STATE, OUTBOX]),
 ]
 
 
