@@ -54,12 +54,26 @@ class App:
                     f"{migrate.head_revision()!r}: run `msgx db upgrade` first")
         except SQLAlchemyError as exc:
             raise ConfigError(f"state database unreachable: {exc.__class__.__name__}: {exc}") from exc
+        if self.settings.shadow:
+            self._refuse_production_state()
         try:
             self.mailbox.check_schema()
         except SQLAlchemyError as exc:
             raise ConfigError(f"mailbox unreachable: {exc.__class__.__name__}: {exc}") from exc
         except MailboxError as exc:
             raise ConfigError(str(exc)) from exc
+
+    def _refuse_production_state(self) -> None:
+        """A shadow never processes into production's state database (OPS-3): it would run beside
+        production's pump on the same flights. The database's own history tells (``shadow_start``)."""
+        from msgx_engine.pipeline.shadow_start import production_evidence
+
+        with self.engine.connect() as conn:
+            why = production_evidence(conn)
+        if why is not None:
+            raise ConfigError(
+                f"MSGX_MODE=shadow, but MSGX_DB_URL is a production installation's state database: {why}. A shadow "
+                "needs a state database of its own: point MSGX_DB_URL at an empty one (`msgx db upgrade`)")
 
     def processor(self) -> Processor:
         s = self.settings

@@ -171,8 +171,31 @@ def cmd_compare(args: argparse.Namespace) -> int:
     1 unexplained differences, 2 a side cannot be read."""
     from msgx_engine.compare.run import run
 
+    if args.summary:
+        return _compare_summary(args)
+    if not args.against:
+        print("msgx compare: --against REF is required (or --summary for the parallel run's verdict)",
+              file=sys.stderr)
+        return 2
     outcome = run(_settings().db_url or "", args.against, day=args.day, known=args.known, key=args.key,
                   as_json=args.json)
+    if outcome.output:
+        print(outcome.output, end="")
+    if outcome.error:
+        print(f"msgx compare: {outcome.error}", file=sys.stderr)
+    return outcome.code
+
+
+def _compare_summary(args: argparse.Namespace) -> int:
+    """``--summary``: the go-live verdict over the recorded comparisons of the last ``--since``."""
+    from msgx_engine.compare import summary
+    from msgx_engine.config import parse_duration
+
+    if args.against or args.day or args.known or args.key:
+        print("msgx compare: --summary reads the recorded comparisons; it takes only --since and --json",
+              file=sys.stderr)
+        return 2
+    outcome = summary.run(_settings().db_url or "", parse_duration(args.since, name="--since"), as_json=args.json)
     if outcome.output:
         print(outcome.output, end="")
     if outcome.error:
@@ -189,7 +212,8 @@ def cmd_dispatch(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     from msgx_engine.http.server import serve
 
-    return serve(host=args.host, port=args.port, allow_public=args.allow_public)
+    return serve(host=args.host, port=args.port, allow_public=args.allow_public, tls_cert=args.tls_cert,
+                 tls_key=args.tls_key, behind_tls_proxy=args.behind_tls_proxy)
 
 
 # --- request (US-08, D16) ------------------------------------------------------------------------
@@ -496,6 +520,32 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_shadow_start_from(args: argparse.Namespace) -> int:
+    """A fresh shadow replays the mailbox from an operator-chosen id, whatever production marked
+    (``pipeline/shadow_start.py``), so a comparison with production is meaningful from the start."""
+    from msgx_engine.pipeline.shadow_start import ShadowStartBusy, ShadowStartRefused, start_from
+
+    if not (args.operator or "").strip() or not (args.reason or "").strip():
+        print("msgx shadow start-from: needs --operator NAME and --reason TEXT", file=sys.stderr)
+        return 2
+    app = _app()
+    try:
+        app.check_ready()
+        try:
+            result = start_from(app.engine, app.mailbox, args.id, operator=args.operator, reason=args.reason)
+        except ShadowStartBusy as exc:
+            print(f"msgx shadow start-from: {exc}", file=sys.stderr)
+            return 3
+        except ShadowStartRefused as exc:
+            print(f"msgx shadow start-from: {exc}", file=sys.stderr)
+            return 2
+    finally:
+        app.dispose()
+    print(f"this shadow starts at mailbox id {result.start_id}: every row from there on is read and processed, "
+          f"{result.marked_from_start} of them already processed by production; audit {result.audit_id}")
+    return 0
+
+
 # --- demo --------------------------------------------------------------------------------------
 def cmd_demo(args: argparse.Namespace) -> int:
     from msgx_engine.demo.run import fix_fault, run_demo, stop_embedded
@@ -547,7 +597,16 @@ def parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="HTTP API")
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8080)
-    serve.add_argument("--allow-public", action="store_true", help="permit a non-loopback bind")
+    serve.add_argument("--allow-public", action="store_true",
+                       help="permit a non-loopback bind; needs MSGX_API_TOKEN and either --tls-cert/--tls-key "
+                            "or --behind-tls-proxy")
+    serve.add_argument("--tls-cert", metavar="FILE",
+                       help="serve HTTPS with this PEM certificate (chain), read at start; needs --tls-key")
+    serve.add_argument("--tls-key", metavar="FILE",
+                       help="the certificate's PEM private key, unencrypted, readable only by this service")
+    serve.add_argument("--behind-tls-proxy", action="store_true",
+                       help="state that a proxy in front terminates TLS (lets --allow-public run without "
+                            "--tls-cert)")
     serve.set_defaults(func=cmd_serve)
 
     req = sub.add_parser("request", help="requests to the AODB (RQFD day plan, RQRD reference data)")
@@ -623,6 +682,18 @@ def parser() -> argparse.ArgumentParser:
     adopt.add_argument("--operator", required=True)
     adopt.add_argument("--reason", required=True)
     adopt.set_defaults(func=cmd_adopt)
+    shadow = sub.add_parser("shadow", help="a shadow installation's starting point")
+    shadow_sub = shadow.add_subparsers(dest="shadow_command", required=True)
+    start = shadow_sub.add_parser(
+        "start-from", help="a fresh shadow processes the mailbox from this id on, rows production already "
+                           "processed included (audited)",
+        description="Run once on a fresh shadow's empty state database, before its pump: the shadow reads and "
+                    "processes every mailbox row from ID on, whether production has processed it or not, so its "
+                    "flights match production's from the start. Give the first id of the oldest day to compare.")
+    start.add_argument("id", type=int, metavar="ID", help="the first mailbox id to process")
+    start.add_argument("--operator", required=True)
+    start.add_argument("--reason", required=True)
+    start.set_defaults(func=cmd_shadow_start_from)
 
     flights = sub.add_parser("flights", help="print current flights as whole-state JSON")
     flights.set_defaults(func=cmd_flights)
@@ -651,13 +722,17 @@ def parser() -> argparse.ArgumentParser:
                     "GET /all/flights (http(s)://…; bearer token from MSGX_COMPARE_TOKEN). Compares the live "
                     "days (yesterday, airport time, and later) unless --day is given; STATE_VERSION, msgx's own "
                     "change counter, is not compared. See docs/go-live.md.")
-    cmp.add_argument("--against", required=True, metavar="REF", help="the reference: a postgresql+psycopg://, "
+    cmp.add_argument("--against", metavar="REF", help="the reference: a postgresql+psycopg://, "
                      "redis:// or http(s):// URL")
     cmp.add_argument("--day", type=date.fromisoformat, help="compare only this flight day (YYYY-MM-DD)")
     cmp.add_argument("--json", action="store_true", help="print the report as JSON instead of markdown")
     cmp.add_argument("--known", type=Path, metavar="FILE", help="known-differences file (YAML), e.g. "
                      "deploy/compare/known-differences.yml; without it every difference is unexplained")
     cmp.add_argument("--key", metavar="NAME", help="the Redis hash of a redis:// reference (default flightInfo)")
+    cmp.add_argument("--summary", action="store_true", help="instead of comparing now: the go-live verdict over "
+                     "the comparisons the scheduled compare job recorded (exit 0 pass, 1 fail, 2 unreadable)")
+    cmp.add_argument("--since", default="7d", metavar="DURATION", help="with --summary: the window, back from "
+                     "now (7d, 48h; default 7d)")
     cmp.set_defaults(func=cmd_compare)
     return p
 
