@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import pytest
 from builders import envelope, flop, state
 
+from msgx_engine.handlers.adft import DayMembers
 from msgx_engine.handlers.answers import RequestCompletion
 from msgx_engine.handlers.decision import APPLY, SKIP, Decision, FlightChange, Plan
 from msgx_engine.handlers.eror import RequestFailure
@@ -63,7 +64,8 @@ def test_a_route_loads_its_typed_context_once_and_decides_once(monkeypatch):
 
 def test_every_plan_kind_has_a_writer_and_an_unknown_plan_is_refused():
     """The typed registry covers every plan the handlers make; a plan nobody writes is an error."""
-    assert {SnapshotPlan, RefPlan, BridgeRefresh, SeasonPlan, RequestCompletion, RequestFailure} == set(plans.WRITERS)
+    assert {SnapshotPlan, RefPlan, BridgeRefresh, SeasonPlan, RequestCompletion, RequestFailure,
+            DayMembers} == set(plans.WRITERS)
 
     class Stray(Plan):
         pass
