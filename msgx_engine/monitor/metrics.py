@@ -9,8 +9,8 @@ does the work, so they never go down, not on a restart and not when archiving mo
 scrape reads them in one short query. ``msgx_build_info`` carries the installed version.
 
 Projection drift needs Redis and a full comparison of every flight, too heavy for a scrape every
-few seconds: it is exported as measured by the last health-check evaluation (``monitor_job``, every
-minute), with that evaluation's time beside it. When PostgreSQL cannot be read the scrape still
+few seconds: it is exported as measured by the last health-check evaluation (``health_sensor``,
+every 30 s), with that evaluation's time beside it. When PostgreSQL cannot be read the scrape still
 answers, with ``msgx_database_up 0`` and the mode.
 """
 
