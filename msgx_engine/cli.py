@@ -30,6 +30,11 @@ def _env_mode() -> str:
     return (os.environ.get("MSGX_MODE") or MODE_PRODUCTION).strip().lower() or MODE_PRODUCTION
 
 
+def _signed(args: argparse.Namespace) -> bool:
+    """An audited action names its operator and reason (neither blank)."""
+    return bool((args.operator or "").strip() and (args.reason or "").strip())
+
+
 def _settings() -> Settings:
     return Settings.from_env().resolved()
 
@@ -407,7 +412,7 @@ def cmd_outbox(args: argparse.Namespace) -> int:
             app.dispose()
         print(json.dumps(view.as_json(), ensure_ascii=False, indent=1) if args.json else "\n".join(view.lines()))
         return 0
-    if not (args.operator or "").strip() or not (args.reason or "").strip() or bool(ids) == args.all_dead:
+    if not _signed(args) or bool(ids) == args.all_dead:
         print("msgx outbox: --apply needs --operator NAME, --reason TEXT and either --ids EVENT_ID... "
               "or --all-dead", file=sys.stderr)
         return 2
@@ -467,7 +472,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
             if lost.ids:
                 print("to replay them: msgx recover --apply --operator NAME --reason TEXT")
             return 0
-        if not (args.operator or "").strip() or not (args.reason or "").strip():
+        if not _signed(args):
             print("msgx recover: --apply needs --operator NAME and --reason TEXT", file=sys.stderr)
             return 2
         redis_url = app.settings.redis_url
@@ -499,7 +504,7 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     from msgx_engine.pipeline.pump import PumpBusy
     from msgx_engine.pipeline.recover import AlreadyAdopted, RecoverBusy, adopt
 
-    if not (args.operator or "").strip() or not (args.reason or "").strip():
+    if not _signed(args):
         print("msgx adopt: needs --operator NAME and --reason TEXT", file=sys.stderr)
         return 2
     app = _app()
@@ -525,7 +530,7 @@ def cmd_shadow_start_from(args: argparse.Namespace) -> int:
     (``pipeline/shadow_start.py``), so a comparison with production is meaningful from the start."""
     from msgx_engine.pipeline.shadow_start import ShadowStartBusy, ShadowStartRefused, start_from
 
-    if not (args.operator or "").strip() or not (args.reason or "").strip():
+    if not _signed(args):
         print("msgx shadow start-from: needs --operator NAME and --reason TEXT", file=sys.stderr)
         return 2
     app = _app()

@@ -112,8 +112,7 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
         raise ValueError("recover needs --operator NAME and --reason TEXT")
     lock = SessionLock(engine, locks.PUMP, "msgx recover", RecoverBusy, refusal=(
         "a msgx pump is running: stop it (and the Dagster sensor that starts it) before `msgx recover`"))
-    conn = lock.acquire()
-    try:
+    with lock.held() as conn:
         lost = find_lost(conn, mailbox)
         result = RecoverResult(lost)
         with conn.begin():
@@ -129,8 +128,6 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
                                 if i in result.registered else "refused: already registered")
                 for i in ids])
             audit.set_outcome(conn, result.audit_id, {"registered": len(result.registered)})
-    finally:
-        lock.release()
     return result
 
 
@@ -156,8 +153,7 @@ def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Ad
         raise ValueError("adopt needs --operator NAME and --reason TEXT")
     lock = SessionLock(engine, locks.PUMP, "msgx adopt", RecoverBusy, refusal=(
         "a msgx pump is running: stop it (and the Dagster sensor that starts it) before `msgx adopt`"))
-    conn = lock.acquire()
-    try:
+    with lock.held() as conn:
         with conn.begin():
             locks.lock_writer_row(conn)
             pos = queue.intake_position(conn)
@@ -169,8 +165,6 @@ def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Ad
             audit_id = audit.record(conn, operator, "adopt", reason, {"high_water": high},
                                     {"adopted_up_to": high})
             queue.raise_high_water(conn, high)
-    finally:
-        lock.release()
     log.warning("adopt (audit %s): mailbox rows up to id %s are taken as processed before this installation",
                 audit_id, high)
     return Adoption(high, audit_id)

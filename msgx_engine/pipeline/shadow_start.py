@@ -69,8 +69,7 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
                                  "(the first message of the oldest day to compare)")
     lock = SessionLock(engine, locks.PUMP, "msgx shadow start-from", ShadowStartBusy, refusal=(
         "a msgx pump is running on this state database: stop it (and the Dagster sensor that starts it) first"))
-    conn = lock.acquire()
-    try:
+    with lock.held() as conn:
         with conn.begin():
             locks.lock_writer_row(conn)
             pos = queue.intake_position(conn)
@@ -85,8 +84,6 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
                                     {"start_id": start_id, "previous_high_water": pos.high_water},
                                     {"high_water": high, "marked_from_start": marked})
             conn.execute(update(intake_state).where(intake_state.c.name == queue.INTAKE).values(high_water=high))
-    finally:
-        lock.release()
     log.warning("shadow start-from (audit %s): mailbox rows from id %s on are read and processed, %s of them "
                 "already marked by production", audit_id, start_id, marked)
     return ShadowStart(start_id, high, audit_id, marked)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
@@ -65,6 +67,16 @@ class SessionLock:
             raise self.busy(self.refusal or f"another {self.holder} holds pg advisory lock {self.key}; this one exits")
         self.conn = conn
         return conn
+
+    @contextmanager
+    def held(self) -> Iterator[Connection]:
+        """The locked connection for one piece of work, released after it whatever happens: the shape
+        of the operator commands that must run while no pump does (recover, adopt, shadow start-from)."""
+        conn = self.acquire()
+        try:
+            yield conn
+        finally:
+            self.release()
 
     def reacquire(self, within_s: float) -> Connection:
         """After a lost connection: drop it, reconnect and take the lock again, retrying for ``within_s``."""
