@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+import hashlib
+
+from sqlalchemy import func, select, text
 
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.tables import (
@@ -75,3 +77,16 @@ def register(app):
 
     with app.engine.connect() as conn:
         return Intake(app.mailbox, app.clock).scan(conn)
+
+
+def mailbox_checksum(engine) -> dict[str, str]:
+    """Both mailbox tables, every column of every row, as one digest per table (plus MariaDB's own
+    CHECKSUM TABLE), so a single changed byte anywhere shows."""
+    out = {}
+    with engine.connect() as conn:
+        for table in ("cminmsgs", "coutmsgs"):
+            rows = conn.execute(text(f"SELECT * FROM {table} ORDER BY 1")).fetchall()
+            digest = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
+            server = conn.execute(text(f"CHECKSUM TABLE {table}")).fetchone()
+            out[table] = f"{len(rows)}:{digest}:{server[1]}"
+    return out

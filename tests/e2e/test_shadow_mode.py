@@ -8,7 +8,6 @@ same rows into a second database; the two states are compared.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 
@@ -18,6 +17,7 @@ from msgx_engine.mailbox.lock import MailboxLock
 from tests.builders import envelope, flop, gtdt
 from tests.conftest import MSGX_BIN
 from tests.dagster_support import job_runner
+from tests.pipeline_support import mailbox_checksum
 from tests.snapshot_builders import day_package
 
 SHADOW = {"MSGX_MODE": "shadow"}
@@ -25,19 +25,6 @@ SHADOW = {"MSGX_MODE": "shadow"}
 
 def msgx(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([MSGX_BIN, *args], env=env, capture_output=True, text=True, timeout=300)
-
-
-def mailbox_checksum(engine) -> dict[str, str]:
-    """Both mailbox tables, every column of every row, as one digest per table (plus MariaDB's own
-    CHECKSUM TABLE), so a single changed byte anywhere shows."""
-    out = {}
-    with engine.connect() as conn:
-        for table in ("cminmsgs", "coutmsgs"):
-            rows = conn.execute(text(f"SELECT * FROM {table} ORDER BY 1")).fetchall()
-            digest = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
-            server = conn.execute(text(f"CHECKSUM TABLE {table}")).fetchone()
-            out[table] = f"{len(rows)}:{digest}:{server[1]}"
-    return out
 
 
 def state_of(url: str) -> dict[str, list]:

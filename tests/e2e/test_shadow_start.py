@@ -8,7 +8,6 @@ day (the demo's day, every flight flown) first; the shadow starts afterwards.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import subprocess
 from datetime import datetime
@@ -21,6 +20,7 @@ from msgx_engine.delivery.projection import connect
 from msgx_engine.demo.day import demo_day
 from msgx_engine.sis.times import LOCAL_TZ
 from tests.conftest import MSGX_BIN
+from tests.pipeline_support import mailbox_checksum
 from tests.snapshot_builders import day_package
 
 TODAY = datetime.now(LOCAL_TZ).date()
@@ -115,18 +115,6 @@ def test_ops3_shadow_start_from_is_refused_outside_a_fresh_shadow(app, pg_dbs, e
 
 
 # --- isolation ---------------------------------------------------------------------------------
-def mailbox_checksum(engine) -> dict[str, str]:
-    """Both mailbox tables, every column of every row, plus MariaDB's own CHECKSUM TABLE."""
-    out = {}
-    with engine.connect() as conn:
-        for table in ("cminmsgs", "coutmsgs"):
-            rows = conn.execute(text(f"SELECT * FROM {table} ORDER BY 1")).fetchall()
-            digest = hashlib.sha256(repr([tuple(r) for r in rows]).encode()).hexdigest()
-            server = conn.execute(text(f"CHECKSUM TABLE {table}")).fetchone()
-            out[table] = f"{len(rows)}:{digest}:{server[1]}"
-    return out
-
-
 def state_checksum(url: str) -> dict[str, str]:
     """Every table of a state database, as a row count and an md5 of all its rows."""
     with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
