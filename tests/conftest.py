@@ -335,3 +335,14 @@ def kapp(settings, clock, kafka_bootstrap):
     application = App.from_settings(s, clock=clock)
     yield application
     application.dispose()
+
+
+@pytest.fixture
+def env(settings, monkeypatch):
+    """The process environment of an in-process Dagster job: the test's two databases, and neither
+    Kafka nor Redis configured; returns the settings."""
+    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
+    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
+    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
+    monkeypatch.delenv("MSGX_REDIS_URL", raising=False)
+    return settings

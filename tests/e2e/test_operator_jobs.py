@@ -4,7 +4,6 @@ functions as ``msgx acknowledge`` and ``msgx outbox --apply``; a refused request
 
 from __future__ import annotations
 
-import pytest
 from sqlalchemy import select
 
 from msgx_dagster.jobs.operator import acknowledge_job, outbox_revive_job
@@ -17,15 +16,6 @@ from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
 from tests.dagster_support import op_config
 from tests.pipeline_support import drain_now, proc
-
-
-@pytest.fixture
-def env(settings, monkeypatch):
-    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
-    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
-    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.delenv("MSGX_REDIS_URL", raising=False)
-    return settings
 
 
 def execute(job, config: dict):

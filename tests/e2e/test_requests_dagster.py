@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import text
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
@@ -17,15 +16,6 @@ from msgx_engine.sis.requests import RQRD_TYPES
 from msgx_engine.sis.times import local
 
 ONE_ROUND = {"ops": {"request_tracking_op": {"config": {"run_for_s": 0}}}}
-
-
-@pytest.fixture
-def env(settings, monkeypatch):
-    monkeypatch.setenv("MSGX_DB_URL", settings.db_url)
-    monkeypatch.setenv("MSGX_MAILBOX_URL", settings.mailbox_url)
-    monkeypatch.delenv("MSGX_KAFKA_BOOTSTRAP", raising=False)
-    monkeypatch.delenv("MSGX_REDIS_URL", raising=False)
-    return settings
 
 
 def requests(app) -> list[tuple]:
