@@ -1,9 +1,14 @@
 """Author the golden five-face case inputs (US-05 AC2): ``python tests/golden/make_cases.py``.
 
-Writes ``<STYP>/<case>.case.json`` (+ ``.N.xml`` message files) for every FLOP subtype, FDEL and
-SCHD-ADFT. The expected faces (``.expected.json``) are produced by running the real pipeline
-(``MSGX_GOLDEN_REGEN=1 pytest tests/test_flop_golden.py``) and must be reviewed, not trusted.
-Inputs are rewritten only by this script, so a diff of a case file is a deliberate change.
+Writes ``<STYP>/<case>.case.json`` (+ ``.N.xml`` message files) for every FLOP subtype, FDEL,
+SCHD-ADFT, the code-share family and the stand -> airbridge mapping (ABDG). The expected faces
+(``.expected.json``) are produced by running the real pipeline
+(``MSGX_GOLDEN_REGEN=1 pytest tests/integration/test_flop_golden.py``) and must be reviewed, not
+trusted. Inputs are rewritten only by this script, so a diff of a case file is a deliberate change.
+The output depends on nothing but this script, the catalogue and the samples: every message file
+carries ``<SEQN>1</SEQN>`` (the runner gives each message its own), so adding a case or a subtype
+adds files and rewrites none of the others. ``--out DIR`` writes into another folder (the unit
+test compares such a run with the committed cases).
 The hand-written cases (``hand_*``, ``"written_by": "hand"``) are not this script's: it leaves them
 alone, and the regeneration run never rewrites their expected faces.
 
@@ -17,6 +22,7 @@ under the subtype they use.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import re
@@ -130,14 +136,16 @@ class Writer:
         refs = []
         for n, m in enumerate(messages, start=1):
             if isinstance(m, str):
-                m = re.sub(r"<SEQN>\d+</SEQN>", "<SEQN>1</SEQN>", m)  # the runner assigns SEQNs
-                (folder / f"{name}.{n}.xml").write_text(m, encoding="utf-8")
+                # The runner assigns SEQNs; a fixed one here keeps a file independent of how many
+                # messages the builders made before it (their counter runs across all cases).
+                m = re.sub(r"<SEQN>\d+</SEQN>", "<SEQN>1</SEQN>", m)
+                (folder / f"{name}.{n}.xml").write_text(m, encoding="utf-8", newline="\n")
                 refs.append({"file": f"{name}.{n}.xml"})
             else:
                 refs.append(m)
         body = {"doc": doc, "spec": spec, "prior": prior_states, "messages": refs}
         (folder / f"{name}.case.json").write_text(json.dumps(body, indent=1, ensure_ascii=False) + "\n",
-                                                  encoding="utf-8")
+                                                  encoding="utf-8", newline="\n")
         self.count += 1
 
 
@@ -390,13 +398,76 @@ def adft_cases(w: Writer) -> None:
            [adft(fltr("900", "<MAID>100</MAID><CSOP>CA</CSOP><CSFT>CA101</CSFT>"))])
 
 
-def main() -> None:
-    for child in HERE.iterdir():
-        if child.is_dir():
-            for f in child.glob("*"):
+STAND_TIMES = "\t\t\t<STST>15DEC021330</STST>\n\t\t\t<STET>15DEC021430</STET>\n"
+
+
+def stands(*codes: str) -> str:
+    """FLOP/PSDT allocating ``codes`` as planned stands 1, 2, ... over the same hour."""
+    return flop("PSDT", FLID, "".join(f'\t\t<PSDT PSNO="{n}">\n\t\t\t<PSST>{code}</PSST>\n{STAND_TIMES}\t\t</PSDT>\n'
+                                      for n, code in enumerate(codes, start=1)))
+
+
+def stand(code: str | None) -> str:
+    """FLOP/STND setting the actual stand (``None``: the empty element, a clear)."""
+    return flop("STND", FLID, element("STND", code))
+
+
+def abdg_cases(w: Writer) -> None:
+    """US-14, US-05 AC6, D27: the airbridges serving each allocated stand, derived from the ABDG
+    reference data (the public DNLD package first, unless the case is about its absence)."""
+    spec = ["US-14 AC2", "US-05 AC6", "D27"]
+    package = {"sample": "ABDG/01_DNLD.xml"}
+    w.case("ABDG", "near_stand", "PSDT on a stand an airbridge serves: ABDG lists it; STND gets STND_ABDG", spec,
+           [prior()], [package, stands("212"), stand("112")])
+    w.case("ABDG", "remote_stand", "PSDT on a stand no airbridge serves: ABDG [] (not null)", spec, [prior()],
+           [package, stands("R211", "111")])
+    bridges = ("\t<RECS>2</RECS>\n\t<ABDG>\n\t\t<ABCD>112</ABCD>\n\t\t<STND>112</STND>\n\t\t<STND>111</STND>\n"
+               "\t</ABDG>\n\t<ABDG>\n\t\t<ABCD>113</ABCD>\n\t\t<STND>111</STND>\n\t</ABDG>\n")
+    w.case("ABDG", "two_airbridges", "one stand served by two airbridges: both, sorted", spec, [prior()],
+           [envelope("ABDG", "DNLD", bridges), stands("111"), stand("111")])
+    w.case("ABDG", "mapping_missing", "no ABDG data ever loaded: ABDG null (unknown, never []), SUCCEEDED",
+           spec + ["US-14 AC3"], [prior()], [stands("212", "R1"), stand("212")])
+    w.case("ABDG", "mapping_after_allocation", "ABDG loaded after the stands were allocated: the flight is "
+           "re-derived by the ABDG message (version +1, msg/schd events naming ABDG)", spec,
+           [prior(PSDT=[{"PSNO": "1", "PSST": "212"}], STND="111")], [package])
+    w.case("ABDG", "mapping_updated", "ADD/UPD/DEL samples after the allocation: each re-derives the flight; "
+           "ADD 213 serves 213 and 613, UPD moves 613 to 256, DEL removes 213", spec, [prior()],
+           [package, stands("213", "613", "256"),
+            {"sample": "ABDG/03_ADD.xml"}, {"sample": "ABDG/04_UPD.xml"}, {"sample": "ABDG/05_DEL.xml"}])
+    w.case("ABDG", "unaffected_flight", "an ABDG change that touches none of the flight's stands: no bump, "
+           "no event", spec + ["US-05 AC5"], [prior()], [package, stands("212"), {"sample": "ABDG/03_ADD.xml"}])
+    w.case("ABDG", "stand_cleared", "PSDT and STND cleared: the entries and STND_ABDG go with them", spec,
+           [prior()], [package, stands("212"), stand("212"), flop("PSDT", FLID, element("PSDT", None)),
+                       stand(None)])
+    w.case("ABDG", "set_by_message", "a PSDT entry carrying ABDG: DEAD(malformed), derived values are not "
+           "message fields", spec + ["G-FLOP-UNMAPPED"], [prior()],
+           [package, flop("PSDT", FLID, '\t\t<PSDT PSNO="1"><PSST>212</PSST><ABDG>999</ABDG></PSDT>\n')])
+    w.case("ABDG", "codeshare_child", "PSDT on a code-share child: the child carries ABDG; the master takes the "
+           "stands with their ABDG and is notified (L6)", spec + ["INV-21"],
+           [prior("100", MAFL=FAMILY_MAFL[:1]), prior("15", MAID="100")], [package, stands("212")])
+
+
+def clear_generated(root: Path) -> None:
+    """Remove the inputs this script writes (not ``hand_*``, not the expected faces) so a case
+    dropped from the script disappears; the run writes the rest again, byte for byte."""
+    for folder in root.iterdir():
+        if folder.is_dir():
+            for f in folder.glob("*"):
                 if f.name.endswith((".case.json", ".xml")) and not f.name.startswith(HAND_PREFIX):
                     f.unlink()
-    w = Writer(HERE)
+
+
+def drop_emptied(root: Path) -> None:
+    """A folder left with no case at all (its subtype gone) goes, with the stale faces in it; a
+    folder holding anything else is not this script's and stays."""
+    for folder in root.iterdir():
+        if folder.is_dir() and all(f.is_file() and f.name.endswith(".expected.json") for f in folder.iterdir()):
+            shutil.rmtree(folder)
+
+
+def write_all(root: Path) -> int:
+    """Write every generated case input under ``root``; returns the number of cases."""
+    w = Writer(root)
     samples = flop_samples()
     for styp in SUBTYPE_ELEMENTS:
         subtype_cases(w, styp, samples.get(styp, []))
@@ -405,10 +476,21 @@ def main() -> None:
     adft_cases(w)
     sequence_cases(w)
     codeshare_cases(w)
-    for child in HERE.iterdir():
-        if child.is_dir() and not any(child.glob("*.case.json")):
-            shutil.rmtree(child)
-    print(f"wrote {w.count} cases under {HERE}")
+    abdg_cases(w)
+    return w.count
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--out", type=Path, default=HERE,
+                        help="folder to write the cases into: empty, or a copy of tests/golden, since the "
+                             "generated inputs found there are removed first (default: tests/golden)")
+    root = parser.parse_args(argv).out.resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    clear_generated(root)
+    count = write_all(root)
+    drop_emptied(root)
+    print(f"wrote {count} cases under {root}")
 
 
 if __name__ == "__main__":
