@@ -3,7 +3,7 @@ the floor measured in the same run.
 
 * package: generated in the shape of ``SCHD/01_DNLD.xml`` with 2 gates, 3 check-in desks, 2 route
   points and 2 stands per flight (``tests/snapshot_builders.big_package``), about 10 MB.
-* floor (issue 16): lxml parse (hardened parser) + a plain extraction of every field (scalars,
+* floor: lxml parse (hardened parser) + a plain extraction of every field (scalars,
   every entry of every group), independent of msgx's code + one bulk upsert of the same flights and gate rows (COPY
   into temporary tables, one ``INSERT … ON CONFLICT`` each into ``flight_schd`` and
   ``flight_gate``) on a fresh database, one commit. Two more figures are printed beside it: the
@@ -19,8 +19,8 @@ the floor measured in the same run.
   (updates + diff soft-deletes + tombstones), timed the same way.
 
 Every timed step starts after a ``CHECKPOINT`` (``started``), so no step pays for what the steps
-before it left the server to flush. Prints seconds, rates (flights/s), floor and ratio (issue 16
-target <= 2x the floor's time), the
+before it left the server to flush. Prints seconds, rates (flights/s), floor and ratio (target
+<= 2x the floor's time), the
 CPU seconds of each process in each run (this one: the pump or a floor's client; the offload
 helper; PostgreSQL), which the disk's flush times do not blur, with how busy the cores were, and
 ``RESULT`` lines for ``bench/run.py``. Usage:
@@ -69,7 +69,7 @@ class Timing(NamedTuple):
     """A run's wall seconds and CPU seconds: this process's (all its threads: the pump, or a
     floor's client), the offload helper's (``pipeline/offload.py``) and PostgreSQL's (every
     server process, read from ``/proc``). The CPU figures are each side's own cost, which the
-    disk's flushes do not blur; side by side they show which one a run waits for (issue 16)."""
+    disk's flushes do not blur; side by side they show which one a run waits for."""
 
     wall: float
     cpu: float
@@ -144,7 +144,7 @@ def plain_record(fltr: Any, scalars: frozenset[str], *, own_text: bool = False
     """The floors' plain extraction of one FLTR, with no catalogue checks: its scalars (and FLID)
     by tag, and every repeated group and object as entries of its attributes and child texts.
     ``own_text``: an element's own text is an entry part too (``TEXT``), as the output floor
-    stores it; issue 16's floor leaves it out."""
+    stores it; the raw floor leaves it out."""
     values: dict[str, str] = {}
     groups: dict[str, list[dict[str, str]]] = {}
     for child in fltr:
@@ -160,7 +160,7 @@ def plain_record(fltr: Any, scalars: frozenset[str], *, own_text: bool = False
 
 
 def run_plain_floor(pg_url: str, xml: str) -> Timing:
-    """Issue 16's floor, independent of msgx's own code: lxml parse, a plain extraction of every
+    """The raw floor, independent of msgx's own code: lxml parse, a plain extraction of every
     field (scalars, and every entry of every group with its attributes; no catalogue checks, no
     state objects), and one bulk upsert
     of the same flights and gate rows (COPY into temporary tables, one ``INSERT … ON CONFLICT``
@@ -192,8 +192,8 @@ def run_plain_floor(pg_url: str, xml: str) -> Timing:
 
 
 def run_output_floor(pg_url: str, xml: str) -> Timing:
-    """A third figure, beside issue 16's floor: the same plain code writing everything a snapshot
-    must write. Issue 16's floor writes the main rows and one detail table; a snapshot writes every
+    """A third figure, beside the raw floor: the same plain code writing everything a snapshot
+    must write. The raw floor writes the main rows and one detail table; a snapshot writes every
     field of every flight (the main row with its objects and text groups, the rows of all 9 detail
     tables) and one whole-state ``schd`` document per flight (FS §3.3, §5.5). So this floor takes
     the same parse and plain extraction, builds the rows of all 10 tables and a sorted, compact
@@ -360,7 +360,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3,
                     help="rounds, each on fresh databases; the figures are the medians (a shared machine's "
                          "disk and CPU vary by more than a code change moves them: one round's ratio moved "
-                         "between 1.3x and 2.4x within a minute, session 30)")
+                         "between 1.3x and 2.4x within a minute, run 30)")
     args = ap.parse_args()
     offload.warm_up()          # its start-up imports (once per pump process) fall before the first run
     n = args.flights

@@ -7,9 +7,9 @@ PYTHON="${PYTHON:-python3}"
 STAMP="$VENV/.msgx-install-stamp"
 
 # What an editable install depends on beyond the Python sources it links to: the checkout's
-# place, the package metadata and dependencies, and the C extension's source (built at install).
+# place, and the package metadata and dependencies.
 install_key() {
-  { echo "$ROOT"; cat "$ROOT/pyproject.toml" "$ROOT/setup.py" "$ROOT/msgx_engine/handlers/_record_walk.c"; } \
+  { echo "$ROOT"; cat "$ROOT/pyproject.toml"; } \
     | sha256sum | cut -d' ' -f1
 }
 

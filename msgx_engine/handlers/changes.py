@@ -30,10 +30,7 @@ from msgx_engine.state.model import (
     FlightState,
     Replace,
     Set,
-    Value,
     apply_change,
-    freeze_entry,
-    kind_of,
 )
 
 
@@ -61,21 +58,6 @@ def commands_from_values(values: Mapping[str, object]) -> list[Command]:
         else:
             cmds.append(Set(key, cast(str | Mapping[str, str], value)))
     return cmds
-
-
-def fields_from_values(values: Mapping[str, object]) -> dict[str, Value]:
-    """The state fields a whole-record message (a snapshot FLTR) carries: present, non-empty values only."""
-    fields: dict[str, Value] = {}
-    for key, value in values.items():
-        if value is CLEAR:
-            continue
-        if kind_of(key) == "list":
-            fields[key] = tuple(freeze_entry(e) for e in cast("Iterable[Mapping[str, str]]", value))
-        elif isinstance(value, Mapping):
-            fields[key] = freeze_entry(value)
-        else:
-            fields[key] = cast(str, value)
-    return fields
 
 
 def effective(change: FlightChange, before: FlightState | None) -> FlightChange | None:

@@ -24,11 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, time
 from types import MappingProxyType
-from typing import cast
 
 from lxml import etree
 
-from msgx_engine.handlers import codeshare, package_split
+from msgx_engine.handlers import codeshare
 from msgx_engine.handlers.answers import (
     LATE_ANSWER,
     NO_REQUEST,
@@ -38,10 +37,9 @@ from msgx_engine.handlers.answers import (
     answered_too_early,
     select_request,
 )
-from msgx_engine.handlers.changes import fields_from_values
 from msgx_engine.handlers.decision import Decision, FlightChange, Plan
-from msgx_engine.handlers.extract import Unmapped, block_values, text_of
-from msgx_engine.handlers.whole_record import records_fields
+from msgx_engine.handlers.extract import Unmapped, text_of
+from msgx_engine.handlers.whole_record import whole_record_fields, whole_state
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.times import dttm_local, sis_date, sis_datetime
 from msgx_engine.state.model import (
@@ -152,67 +150,40 @@ def snapshot_fields(values: Mapping[str, object]) -> Fields:
     """A FLTR's values as a whole state (D1): present keys hold their value, everything else is
     absent, i.e. cleared. Equal to ``apply(any_state, full_state_commands(fields)).state.fields``.
     Derived fields (MAFL) are not taken from the package: ``plan_snapshot`` derives them (D30)."""
-    fields = fields_from_values(values)
-    return MappingProxyType({k: fields[k] for k in sorted(fields) if k not in codeshare.DERIVED})
+    return whole_state(values)
 
 
-def package_flights(msg: SisMessage, flids: Sequence[str] | None = None) -> tuple[tuple[str, Fields], ...]:
-    """(FLID, full state fields) for every FLTR in input order; raises Unmapped on unknown content.
-    A plainly valid record takes the one-pass path; anything else the exact one (issue 16).
-    ``flids``: the outline's, read from the same records in the same order (not read again).
+Flights = tuple[tuple[str, Fields], ...]
 
-    When a helper took the body (``msg.prepared``), it extracts the later records on the second
-    core (``package_split``, P27): the pump extracts the earlier ones, then takes the helper's
-    part, or extracts it too when the helper has none to give."""
-    container = msg.root.find("SCHD")
+
+def package_records(root: etree._Element) -> list[etree._Element]:
+    """A daily schedule's FLTR records, in input order (``decode`` guarantees the container)."""
+    container = root.find("SCHD")
     assert container is not None
-    records = container.findall("FLTR")
+    return container.findall("FLTR")
+
+
+def package_flights(msg: SisMessage, flids: Sequence[str] | None = None) -> Flights:
+    """(FLID, full state fields) for every FLTR in input order; raises Unmapped on unknown content.
+    ``flids``: the outline's, read from the same records in the same order (not read again)."""
+    records = package_records(msg.root)
+    return tuple(records_flights(records, flids))
+
+
+def records_flights(records: Sequence[etree._Element], flids: Sequence[str] | None = None, *,
+                    frozen: bool = True) -> list[tuple[str, Fields]]:
+    """(FLID, whole-state fields) of each record (``flids``: theirs, when already read); with
+    ``frozen=False`` as plain data ``marshal`` writes. Raises Unmapped at the first bad record."""
     if flids is None:
         flids = [_child_text(r, "FLID") for r in records]
-    start = package_split.later_start(len(records)) if msg.prepared is not None else len(records)
-    flights = list(zip(flids[:start], _records_fields(records[:start]), strict=True))
-    if start == len(records):
-        return tuple(flights)
-    assert msg.prepared is not None
-    later = package_split.taken(msg.prepared.flights(), start, flids)
-    if later is None:
-        later = tuple(zip(flids[start:], _records_fields(records[start:]), strict=True))
-    return (*flights, *later)
-
-
-def helper_part(root: etree._Element) -> tuple[int, list[tuple[str, dict[str, object]]]] | None:
-    """What the helper process extracts of a body (``pipeline.offload``): the index of the first of a
-    daily schedule's later records (``package_split.later_start``) and the (FLID, plain fields) of
-    each from there; None when the body is no package the pump would share (it then extracts
-    whatever it needs itself). Raises what the extraction raises (the helper then sends nothing)."""
-    container = root.find("SCHD") if root.tag == "MSG" else None
-    if container is None:
-        return None
-    records = container.findall("FLTR")
-    start = package_split.later_start(len(records))
-    if len(records) > MAX_FLIGHTS or start == len(records):
-        return None
-    later = records[start:]
-    return start, [(_child_text(r, "FLID"), cast("dict[str, object]", fields))
-                   for r, fields in zip(later, _records_fields(later, frozen=False), strict=True)]
+    return [(flid, whole_record_fields(r, frozen=frozen)) for flid, r in zip(flids, records, strict=True)]
 
 
 def _child_text(record: etree._Element, tag: str) -> str:
     """``text_of(record.find(tag))`` for a plain tag: the first such child's stripped text. lxml
     matches the tag in C here, where ``find`` goes through its path language: 40,000 lookups
-    for a 10,000-flight package (issue 16)."""
+    for a 10,000-flight package."""
     return text_of(next(record.iterchildren(tag), None))
-
-
-def _records_fields(records: Sequence[etree._Element], *, frozen: bool = True) -> list[Fields]:
-    """Each record's whole-state fields: one pass where it decides, else the exact path; with
-    ``frozen=False`` as the plain data the helper sends (``package_split.thaw``)."""
-    found: list[object] = list(records_fields(records, frozen=frozen))
-    for i, fields in enumerate(found):
-        if fields is None:
-            exact = snapshot_fields(block_values(records[i]))
-            found[i] = exact if frozen else package_split.thaw(exact)
-    return cast("list[Fields]", found)
 
 
 @dataclass(frozen=True)
@@ -290,6 +261,9 @@ class SnapshotContext:
     # the whole states of the package's flights that a message newer than this snapshot already
     # wrote (their head's newest stamp is larger): merged key by key, last writer wins (F6)
     newer: Mapping[str, FlightState] = field(default_factory=dict)
+    # the package's flights as ``package_flights`` gives them, when the pipeline read them already
+    # (a large package, read on two cores); None: ``decide`` reads them
+    flights: Flights | None = None
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
@@ -316,7 +290,7 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
         if skip:
             return Decision.skip(NO_REQUEST, skip)
     try:
-        flights = package_flights(msg, pkg.flids)
+        flights = ctx.flights if ctx.flights is not None else package_flights(msg, pkg.flids)
     except Unmapped as exc:
         return Decision.dead("malformed", str(exc))
     assert ctx.ledger is not None

@@ -1,4 +1,4 @@
-"""A large body's work done on the second core (issue 16, decisions P17 and P27).
+"""A large body's work done on the second core (decisions P17 and P27).
 
 A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodies of
 ``OFFLOAD_BYTES`` or more (``submit``, the decoder's ``hasher``) to one worker process
@@ -6,15 +6,17 @@ A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodi
 checks. The worker parses the same bytes with the same hardened parser and answers three things
 while the pump parses, checks, reads the day's state and extracts the package:
 
-1. a daily schedule's later records as whole-state fields (``handlers.snapshot.helper_part``,
-   P27), which the pump takes instead of extracting them itself (``Pending.flights``);
+1. a daily schedule's later records as whole-state fields (``pipeline.package_split``, P27),
+   which the pump takes instead of extracting them itself (``Pending.flights``);
 2. the verdict of the checks of the whole tree, its depth and any XInclude element
    (``sis.decode.tree_refusal``, P32), which the pump takes once it has written the message's
-   state and before that can commit (``Pending.checks``);
+   state and before that can commit (``HandedOver.refusal``);
 3. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
-   binds the identity at its end (``Pending.result``).
+   binds the identity at its end (``HandedOver.payload_hash``).
 
-Each answer is the value the pump would compute itself: the same function on the same tree.
+Each answer is the value the pump would compute itself: the same function on the same tree. The
+message of a handed-over body is a ``HandedOver``: the decoded message (``sis.decode.SisMessage``,
+a plain value) with its ``Pending`` work, which the pipeline alone reads; handlers see a message.
 
 Nothing depends on the worker being there. When it cannot be started, breaks, or has not
 answered in time (``FLIGHTS_WAIT_S`` for the records, which the pump could be extracting instead,
@@ -42,8 +44,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from itertools import count
 from typing import BinaryIO
+
+from lxml import etree
+
+from msgx_engine.sis.content_hash import content_hash
+from msgx_engine.sis.decode import MAX_DEPTH, Meta, SisMessage, SisRefused, tree_refusal
 
 log = logging.getLogger(__name__)
 
@@ -67,13 +75,19 @@ _last_sender: threading.Thread | None = None
 
 class Pending:
     """A body handed to the worker. ``flights`` is its part of a package's records (as
-    ``handlers.package_split.taken`` reads it), ``checks`` the verdict of its tree checks,
+    ``pipeline.package_split.taken`` reads it), ``checks`` the verdict of its tree checks,
     ``result`` its hash; None from any: the pump does that work itself."""
 
     def __init__(self, worker: subprocess.Popen[bytes], number: int) -> None:
         self.worker = worker
         self.number = number
-        self._frames: dict[bytes, bytes | None] = {}     # "F"/"H" -> payload (None: nothing to use)
+        self._frames: dict[bytes, bytes | None] = {}     # "F"/"C"/"H" -> payload (None: nothing to use)
+        self._hash: str | None = None                    # the hash, once taken or computed
+        self._checked = False                            # the tree checks passed
+
+    def message(self, meta: Meta, kind: str, root: etree._Element) -> HandedOver:
+        """The decoded message of this body, waiting for this work (``sis.decode.Handover``)."""
+        return HandedOver(meta, kind, root, pending=self)
 
     def flights(self) -> object:
         """The worker's part of the records (a fresh copy on every call), or None."""
@@ -90,6 +104,30 @@ class Pending:
         payload = self._frame(_CHECKS, FLIGHTS_WAIT_S)
         return payload.decode() if payload is not None else None
 
+    def hash_of(self, root: etree._Element) -> str:
+        """The canonical content hash: the worker's answer, awaited, or computed here on ``root``
+        when it has none (the same function on the same tree: the same value); kept."""
+        if self._hash is None:
+            self._hash = self.result() or content_hash(root)
+        return self._hash
+
+    def refusal_of(self, root: etree._Element, *, here: bool = False) -> SisRefused | None:
+        """The refusal of the tree checks ``decode`` left to the worker (P32), or None: they pass.
+        The worker's verdict is awaited (it comes right after its part of a package); with
+        ``here``, or when it has none, they are made on ``root``, which gives the same verdict."""
+        if self._checked:
+            return None
+        answer = self.checks() if not here else None
+        if answer is None:
+            refused = tree_refusal(root, MAX_DEPTH)
+        elif answer:
+            reason, _, detail = answer.partition("\t")
+            refused = SisRefused(reason, detail)
+        else:
+            refused = None
+        self._checked = refused is None
+        return refused
+
     def _frame(self, kind: bytes, wait_s: float) -> bytes | None:
         with _lock:
             if kind not in self._frames:
@@ -100,6 +138,22 @@ class Pending:
         """No more answers will come for this body: what is missing is done in place."""
         for kind in _ANSWERS:
             self._frames.setdefault(kind, None)
+
+
+@dataclass(frozen=True)
+class HandedOver(SisMessage):
+    """A message whose body the worker took: its hash and its tree checks come from there. The
+    pipeline passes it as the message it is; only ``payload_hash`` and ``refusal`` (which the
+    pump asks for) and ``pipeline.package_split`` (a package's later records) read ``pending``."""
+
+    pending: Pending = field(kw_only=True, repr=False, compare=False)
+
+    @property
+    def payload_hash(self) -> str:
+        return self.pending.hash_of(self.root)
+
+    def refusal(self, *, here: bool = False) -> SisRefused | None:
+        return self.pending.refusal_of(self.root, here=here)
 
 
 def warm_up() -> None:
@@ -238,7 +292,7 @@ def _serve() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The cyclic collector would start a collection every 700 of the ~100,000 dicts a package's
-    # part builds, and now and then walk them all: 5-10% of the part's CPU (issue 16). A body's
+    # part builds, and now and then walk them all: 5-10% of the part's CPU. A body's
     # objects go by reference counting; what cycles they leave, ``_answer_bodies`` collects once
     # between bodies.
     gc.disable()
@@ -256,11 +310,8 @@ def _serve() -> None:
 
 
 def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -> None:
-    from lxml import etree
-
-    from msgx_engine.handlers.snapshot import helper_part
-    from msgx_engine.sis.content_hash import content_hash
-    from msgx_engine.sis.decode import _parser, tree_refusal
+    from msgx_engine.pipeline.package_split import helper_part
+    from msgx_engine.sis.decode import _parser
 
     while True:
         head = inp.read(16)

@@ -24,6 +24,7 @@ from msgx_engine.handlers.answers import OpenRequest, select_request
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
+from msgx_engine.pipeline import package_split
 from msgx_engine.pipeline.derived import BeforeRead, no_hold, refresh_derived
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
@@ -94,7 +95,8 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
     children = repo.codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
     newer = [f for f in pkg.flids if f in heads and heads[f].newest > msg_id]   # rare: a late snapshot (F6)
     return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, ledger=day_ledger, heads=heads,
-                                    children=children, newer=repo.load(newer) if newer else {})
+                                    children=children, newer=repo.load(newer) if newer else {},
+                                    flights=package_split.prepared_flights(msg, pkg.flids))
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:

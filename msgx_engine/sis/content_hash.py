@@ -9,7 +9,7 @@ Two kinds of hash of that content exist, because stored hashes are compared acro
 
 * the first kind (``first_kind_hash``, 64 hex digits, no prefix) hashes a string built element by
   element in Python: about 2 µs per element, which for a 10,000-flight package is a fifth of all
-  the CPU it costs (issue 16, docs/benchmarks.md, session 27);
+  the CPU it costs (docs/benchmarks.md, run 27);
 * the second kind (``content_hash``, ``c2:`` and 64 hex digits) hashes another spelling of the same
   content, which lxml's serializer writes in C for nearly every real body (``_fast``): tags,
   attributes and escaped texts as serialized, with the blank texts and tails between tags
@@ -54,7 +54,7 @@ _BLANK_LEAF_REVERSED = re.compile(rb"/<>(?!/)(?:[^<]*[^</])?<")
 _WALK_ONLY = (b"xmlns", b" xml:", b"&#", b'=" ', b' "', b"<!", b"<?")
 # The same markers, each behind a cheaper test that every occurrence passes: a byte looked for by
 # C's ``memchr`` (``&``, ``!``, ``?``: absent from most bodies) or a prefix both share (``xml``).
-# Seven scans of a 10 MB spelling took 48 ms; these take about 20 (issue 16, session 34).
+# Seven scans of a 10 MB spelling took 48 ms; these take about 20 (run 34).
 _MARKER_TESTS = ((b"xml", (b"xmlns", b" xml:")), (b"&", (b"&#",)), (b"!", (b"<!",)), (b"?", (b"<?",)),
                  (b'"', (b'=" ', b' "')))
 # A second attribute (lxml writes them in document order, the rule sorts them), and the parts of

@@ -4,9 +4,9 @@ The parser never loads a DTD, resolves an entity, processes an XInclude or touch
 DOCTYPE is refused outright (no SIS message carries one, and it is the door for XXE and entity
 expansion), and so is any XInclude element (refused, never expanded: msgx never calls
 ``xinclude()``, and a message that asks for one is not a SIS message). Size and depth are bounded
-before and during the parse. A body handed to the offload helper (``hasher``) has its depth and
-XInclude checks made there (P32): ``SisMessage.refusal`` gives their verdict, which the pump takes
-before anything of the message commits, and before any other refusal of it.
+before and during the parse. A body handed over (``hasher``, the pipeline's offload helper) has its
+depth and XInclude checks made there (P32): its message's ``refusal`` gives their verdict, which
+the pump takes before anything of the message commits, and before any other refusal of it.
 
 A message is Unicode text (decisions F8): the mailbox column holds characters, and the HTTP door
 accepts UTF-8 only. An XML declaration's ``encoding`` is therefore ignored on every path: the
@@ -29,7 +29,7 @@ from typing import Protocol
 from lxml import etree
 
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
-from msgx_engine.sis.content_hash import body_hash, content_hash
+from msgx_engine.sis.content_hash import body_hash
 from msgx_engine.sis.envelope import META_FIELDS, flid_problem, meta_problem, meta_values
 
 MAX_BODY_BYTES = 10 * 1024 * 1024
@@ -68,63 +68,35 @@ class Meta:
         return f"{self.type}-{self.styp}"
 
 
-class Offloaded(Protocol):
-    """A body's work done in another process (``pipeline.offload``): its canonical hash
-    (``result``), for a daily schedule its later records' fields (``flights``, read by
-    ``handlers.package_split``), and the verdict of the tree checks (``checks``: ``""`` when they
-    pass, else ``reason<TAB>detail``, P32). None from any: do that work here."""
+class Handover(Protocol):
+    """Whoever took a body's bytes before the parse (the pipeline's offload helper, ``decode``'s
+    ``hasher``): it hashes them and makes the tree checks elsewhere, so the message it makes
+    (``message``) answers ``payload_hash`` and ``refusal`` from that work."""
 
-    def result(self) -> str | None: ...
-
-    def flights(self) -> object: ...
-
-    def checks(self) -> str | None: ...
+    def message(self, meta: Meta, kind: str, root: etree._Element) -> SisMessage: ...
 
 
-Hasher = Callable[[bytes], Offloaded | None]
+Hasher = Callable[[bytes], Handover | None]
 
 
 @dataclass(frozen=True)
 class SisMessage:
+    """A decoded message: a plain value. ``decode`` made every check of it and hashed it."""
+
     meta: Meta
     kind: str                 # FLOP | SCHD | SCHS | REF | RQFD | RQRD | EROR | OTHER
     root: etree._Element      # the MSG element; handlers read, never modify
-    # the canonical content hash (identity duplicate check), or the helper computing it (decode's hasher)
-    hashed: str | Offloaded = field(repr=False)
-    # the helper that took the body, for the rest of its work (a package's later records, P27)
-    prepared: Offloaded | None = field(default=None, repr=False, compare=False)
-    # the tree checks decode left to that helper (depth, XInclude: P32), until ``refusal`` takes them
-    unchecked: bool = field(default=False, repr=False, compare=False)
+    hashed: str = field(default="", repr=False)     # the canonical content hash (``payload_hash``)
 
     @property
     def payload_hash(self) -> str:
-        """The canonical content hash; one handed to a hasher is awaited from it, or computed here
-        when it does not answer (the same function on the same tree: the same value)."""
-        hashed = self.hashed
-        if isinstance(hashed, str):
-            return hashed
-        value = hashed.result() or content_hash(self.root)
-        object.__setattr__(self, "hashed", value)
-        return value
+        """The canonical content hash (the identity's duplicate check)."""
+        return self.hashed
 
     def refusal(self, *, here: bool = False) -> SisRefused | None:
-        """The refusal of the tree checks ``decode`` left to the helper (P32), or None: they pass,
-        or decode made them itself. The helper's verdict is awaited (it comes right after its part
-        of a package); with ``here``, or when it has none, they are made on this tree, which gives
-        the same verdict. The pump takes it before anything of the message is written for good."""
-        if not self.unchecked:
-            return None
-        answer = self.prepared.checks() if self.prepared is not None and not here else None
-        if answer is None:
-            refused = tree_refusal(self.root, MAX_DEPTH)
-        elif answer:
-            reason, _, detail = answer.partition("\t")
-            refused = SisRefused(reason, detail)
-        else:
-            refused = None
-        if refused is None:
-            object.__setattr__(self, "unchecked", False)
-        return refused
+        """The refusal of tree checks still to be made: none here, ``decode`` made them all (a
+        message whose body was handed over makes them where it was handed, P32)."""
+        return None
 
     def body(self, name: str) -> etree._Element | None:
         return self.root.find(name)
@@ -279,11 +251,11 @@ def _check_structure(kind: str, meta: Meta, root: etree._Element) -> None:
 def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher | None = None) -> SisMessage:
     """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden.
 
-    ``hasher`` may take the body's bytes to compute the canonical hash elsewhere (the pump's
-    ``pipeline.offload.submit`` for large bodies); when it returns None it is computed here. It
-    takes them as soon as their bytes pass the checks that need no parse, so that the other
-    process parses them while this one does (P27); a body refused later leaves it work nobody
-    reads (``offload`` drops it)."""
+    ``hasher`` may take the body's bytes to hash them and make the tree checks elsewhere (the
+    pump's ``pipeline.offload.submit`` for large bodies); the message is then its ``Handover``'s.
+    When it returns None, everything is done here. It takes them as soon as their bytes pass the
+    checks that need no parse, so that the other process parses them while this one does (P27);
+    a body refused later leaves it work nobody reads (``offload`` drops it)."""
     data = _utf8(text)
     _check_bytes(data, max_bytes)
     pending = hasher(data) if hasher is not None else None
@@ -301,9 +273,9 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
         raise
 
 
-def _decoded(data: bytes, root: etree._Element, pending: Offloaded | None) -> SisMessage:
-    """The message of a parsed body (``pending``: the helper that took it, which also makes the
-    tree checks), or the refusal of its envelope or structure."""
+def _decoded(data: bytes, root: etree._Element, pending: Handover | None) -> SisMessage:
+    """The message of a parsed body (``pending``: who took it, which also makes the tree checks),
+    or the refusal of its envelope or structure."""
     if root.tag != "MSG":
         raise SisRefused("malformed", f"root element is <{root.tag}>, expected <MSG>")
     values = meta_values(root)
@@ -313,7 +285,7 @@ def _decoded(data: bytes, root: etree._Element, pending: Offloaded | None) -> Si
     if missing:
         raise SisRefused("malformed", f"META lacks {', '.join(missing)}")
     meta = Meta(values["SNDR"], values["SEQN"], values["DTTM"], values["TYPE"].upper(), values["STYP"].upper())
-    problem = meta_problem(values)       # before anything binds the identity (issue 13 item 5)
+    problem = meta_problem(values)       # before anything binds the identity
     if problem is not None:
         # A refusal is never bound; its META goes along so that an ignore rule still skips an
         # ignored type whatever its body looks like (US-04).
@@ -326,5 +298,6 @@ def _decoded(data: bytes, root: etree._Element, pending: Offloaded | None) -> Si
         _check_structure(kind, meta, root)
     except SisRefused as exc:
         raise SisRefused(exc.reason, exc.detail, meta) from None
-    return SisMessage(meta=meta, kind=kind, root=root, hashed=pending or body_hash(root, len(data)),
-                      prepared=pending, unchecked=pending is not None)
+    if pending is not None:
+        return pending.message(meta, kind, root)
+    return SisMessage(meta=meta, kind=kind, root=root, hashed=body_hash(root, len(data)))

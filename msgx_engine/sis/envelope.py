@@ -1,4 +1,4 @@
-"""The formats of the envelope fields: META and every FLID (issue 13 item 5, SIS §2, FS §3.16.2).
+"""The formats of the envelope fields: META and every FLID (SIS interface §2 and §3.16.2).
 
 One rule table read by both doors: the decoder refuses a message whose META or FLID breaks it
 (DEAD(malformed) before any identity is bound, so an oversized SEQN or FLID never reaches an

@@ -74,7 +74,7 @@ class ObjectSpec:
     enums: tuple[tuple[str, tuple[str, ...]], ...] = ()   # attribute -> allowed non-empty values
 
     # parts and columns are computed once per spec: the read path asks for them for every row it
-    # turns back into fields (issue 16: re-computed, they were 4% of the pump's time)
+    # turns back into fields (re-computed, they were 4% of the pump's time)
     @cached_property
     def parts(self) -> tuple[str, ...]:
         return self.attrs + self.children + (("TEXT",) if self.text else ())

@@ -1,5 +1,5 @@
 """A large package through the real pump with 60% of its records extracted by the helper process
-(issue 16, decision P27): every stored flight is the whole state the package gives (FS §3.3 D1,
+(decision P27): every stored flight is the whole state the package gives (FS §3.3 D1,
 US-03 AC2), the same as when the pump extracts them all; and a helper that stops answering costs
 a bounded wait, never a message (nothing lost on faults): the pump extracts and hashes itself."""
 
@@ -11,9 +11,8 @@ import signal
 import pytest
 from snapshot_builders import dnld, fltr, pump, query, sodt, status
 
-from msgx_engine.handlers import package_split
 from msgx_engine.handlers.snapshot import package_flights
-from msgx_engine.pipeline import offload
+from msgx_engine.pipeline import offload, package_split
 from msgx_engine.sis.content_hash import content_hash
 from msgx_engine.sis.decode import decode, parse_xml
 from msgx_engine.store.flights import FlightRepository

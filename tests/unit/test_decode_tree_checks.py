@@ -45,7 +45,7 @@ def refusal_in_place(body: str) -> SisRefused:
 def test_p32_the_helper_refuses_what_decode_refuses_in_place(body: str) -> None:
     expected = refusal_in_place(body)
     msg = decode(body, hasher=offload.submit)            # decoded: the helper took the checks
-    assert isinstance(msg.prepared, offload.Pending) and msg.unchecked
+    assert isinstance(msg, offload.HandedOver) and not msg.pending._checked
     refused = msg.refusal()
     assert refused is not None
     assert (refused.reason, refused.detail) == (expected.reason, expected.detail)
@@ -54,8 +54,8 @@ def test_p32_the_helper_refuses_what_decode_refuses_in_place(body: str) -> None:
 
 def test_p32_a_body_that_passes_is_checked_once() -> None:
     msg = decode(large(nested(MAX_DEPTH - 4)), hasher=offload.submit)      # 3 + 12 + 1 = 16 levels: allowed
-    assert msg.unchecked
-    assert msg.refusal() is None and not msg.unchecked
+    assert isinstance(msg, offload.HandedOver) and not msg.pending._checked
+    assert msg.refusal() is None and msg.pending._checked
     assert msg.refusal(here=True) is None
 
 

@@ -1,5 +1,5 @@
 """A large body's canonical hash comes from the worker process and equals the one computed in
-place (INV-9: the duplicate check compares it; issue 16: it is computed on the second core), and
+place (INV-9: the duplicate check compares it; it is computed on the second core), and
 a worker that is gone, killed or never asked changes nothing but where the hash is computed. The
 decoder alone (no hasher) hashes in place."""
 
@@ -11,9 +11,8 @@ import marshal
 import pytest
 from snapshot_builders import big_package
 
-from msgx_engine.handlers import package_split
 from msgx_engine.handlers.snapshot import outline
-from msgx_engine.pipeline import offload
+from msgx_engine.pipeline import offload, package_split
 from msgx_engine.sis.content_hash import content_hash, first_kind_hash
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.decode import decode as plain_decode
@@ -34,22 +33,22 @@ def big(n: int = 1200) -> str:
 
 def test_a_large_body_is_hashed_by_the_worker_with_the_same_value() -> None:
     msg = decode(big())
-    assert isinstance(msg.hashed, offload.Pending), "a large body is handed to the worker"
+    assert isinstance(msg, offload.HandedOver), "a large body is handed to the worker"
     assert msg.payload_hash == content_hash(msg.root)
-    assert msg.hashed == msg.payload_hash, "the answer is kept"
+    assert msg.pending.hash_of(msg.root) is msg.payload_hash, "the answer is kept"
 
 
 def test_a_small_body_is_hashed_in_place() -> None:
     """... with the first kind of content hash, which costs less than the second below 1 MB (P28)."""
     msg = decode(big_package(3))
-    assert isinstance(msg.hashed, str) and msg.payload_hash == first_kind_hash(msg.root)
+    assert not isinstance(msg, offload.HandedOver) and msg.payload_hash == first_kind_hash(msg.root)
 
 
 def test_an_answer_nobody_read_does_not_block_the_next_body() -> None:
     """A message whose hash is never asked for (an ignored type) leaves an answer in the pipe: the
     next body reads it first and still gets its own."""
     first, second = decode(big(1200)), decode(big(1300))
-    assert isinstance(second.hashed, offload.Pending)
+    assert isinstance(second, offload.HandedOver)
     assert second.payload_hash == content_hash(second.root)
     assert first.payload_hash == content_hash(first.root)
     assert first.payload_hash != second.payload_hash
@@ -62,14 +61,14 @@ def test_a_killed_worker_means_the_hash_is_computed_in_place_and_a_new_worker_st
     offload._worker.wait()
     assert msg.payload_hash == content_hash(msg.root)
     again = decode(big(1300))
-    assert isinstance(again.hashed, offload.Pending), "the next large body starts a new worker"
+    assert isinstance(again, offload.HandedOver), "the next large body starts a new worker"
     assert again.payload_hash == content_hash(again.root)
 
 
 def test_no_interpreter_to_start_means_the_hash_is_computed_in_place(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(offload.sys, "executable", "/nonexistent/python")
     msg = decode(big())
-    assert isinstance(msg.hashed, str) and msg.payload_hash == content_hash(msg.root)
+    assert not isinstance(msg, offload.HandedOver) and msg.payload_hash == content_hash(msg.root)
 
 
 def test_a_worker_shut_down_while_a_body_is_in_flight() -> None:
@@ -81,7 +80,7 @@ def test_a_worker_shut_down_while_a_body_is_in_flight() -> None:
 def test_the_decoder_alone_hashes_in_place() -> None:
     """``sis`` starts no process: only a caller that passes the helper as ``hasher`` uses it."""
     msg = plain_decode(big())
-    assert isinstance(msg.hashed, str) and offload._worker is None
+    assert not isinstance(msg, offload.HandedOver) and offload._worker is None
 
 
 def _gone(pid: int) -> bool:
@@ -134,7 +133,7 @@ def test_warm_up_starts_the_worker_the_next_large_body_uses() -> None:
     assert offload._worker is not None and offload._worker.poll() is None
     pid = offload._worker.pid
     msg = decode(big())
-    assert isinstance(msg.hashed, offload.Pending) and offload._worker.pid == pid
+    assert isinstance(msg, offload.HandedOver) and offload._worker.pid == pid
     assert msg.payload_hash == content_hash(msg.root)
 
 
@@ -142,7 +141,7 @@ def test_the_worker_answers_each_body_in_turn_and_collects_between_bodies(monkey
     """The worker's loop (run here on a byte stream, as its process runs it on its pipe) answers
     each body's records, then its tree checks (P32), then its hash, in the bodies' order; its
     collector is off (``_serve``), so it collects once before each body, after the one before is
-    freed (issue 16)."""
+    freed."""
     bodies = [big(), big(1300)]
     stream = b"".join(n.to_bytes(8, "big") + len(b).to_bytes(8, "big") + b
                       for n, b in enumerate((b.encode() for b in bodies), start=1))
