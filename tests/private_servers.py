@@ -79,11 +79,13 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 60.0) -> Non
 
 
 class PrivateMariaDB:
-    """A throwaway mariadbd on a free port with its own datadir, started and stopped by its pid."""
+    """A throwaway mariadbd on a free port with its own datadir, started and stopped by its pid.
+    ``options``: more server options (``galera_options`` makes it a one-node Galera cluster)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, options: list[str] | None = None) -> None:
         self.datadir, self.port = root / "data", free_port()
         self.socket = root / "mysqld.sock"
+        self.options = options or []
         subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={self.datadir}", "--user=root",
                         "--skip-test-db", "--auth-root-authentication-method=normal"],
                        check=True, capture_output=True, timeout=120)
@@ -93,7 +95,7 @@ class PrivateMariaDB:
         self.proc = subprocess.Popen(
             ["mariadbd", "--no-defaults", f"--datadir={self.datadir}", f"--port={self.port}",
              "--bind-address=127.0.0.1", f"--socket={self.socket}", "--user=root", "--skip-grant-tables",
-             "--innodb-buffer-pool-size=16M", "--skip-log-bin"],
+             "--innodb-buffer-pool-size=16M", "--skip-log-bin", *self.options],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(self._up, "private MariaDB to accept connections")
 
@@ -122,6 +124,17 @@ class PrivateMariaDB:
         with pymysql.connect(host="127.0.0.1", port=self.port, user="root", autocommit=True) as c:
             c.cursor().execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
         return f"mysql+pymysql://root@127.0.0.1:{self.port}/{name}"
+
+
+GALERA_PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
+
+
+def galera_options() -> list[str]:
+    """A one-node Galera cluster (``wsrep_on=ON``) bootstrapped on its own, its group port free."""
+    port = free_port()
+    return ["--wsrep-on=ON", f"--wsrep-provider={GALERA_PROVIDER}", "--wsrep-cluster-address=gcomm://",
+            "--binlog-format=ROW", "--innodb-autoinc-lock-mode=2", "--wsrep-node-address=127.0.0.1",
+            f"--wsrep-provider-options=gmcast.listen_addr=tcp://127.0.0.1:{port};base_port={port}"]
 
 
 class PrivatePostgres:

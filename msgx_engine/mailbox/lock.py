@@ -12,6 +12,12 @@ server do not exclude each other. A refused pump names the holder: for MySQL the
 connection's client address from the process list (and, where ``performance_schema`` is on, the
 program name the holder announced: host and pid); for PostgreSQL the holder's
 ``application_name`` (host and pid) and client address from ``pg_stat_activity``.
+
+A Galera cluster node (MariaDB with ``wsrep_on=ON``) cannot hold that lock: some MariaDB releases
+refuse ``GET_LOCK`` there, others (10.11) grant it on that one node only, so two installations on
+two nodes would both get it. The lock checks for it before taking the lock and refuses with a configuration
+error naming what to do, at start and on every re-take (a failover onto a Galera node): never
+the quiet "mailbox unreachable" retry that would let the pump go on without the lock.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from collections.abc import Callable
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
+from msgx_engine.config import ConfigError
 from msgx_engine.db import make_engine
 
 log = logging.getLogger(__name__)
@@ -37,6 +44,25 @@ CHECK_EVERY_S = 1.0
 
 class MailboxBusy(RuntimeError):
     """Another installation's pump holds the mailbox lock."""
+
+
+class MailboxLockUnsupported(ConfigError):
+    """The mailbox server cannot hold the lock (a Galera cluster node): msgx refuses to start."""
+
+
+GALERA_REFUSAL = (
+    "the mailbox server is a node of a Galera cluster (wsrep_on=ON): it cannot hold the lock that "
+    "keeps a second msgx installation off the same mailbox (named locks are not cluster-wide there), "
+    "so the pump does not start. Point MSGX_MAILBOX_URL at a MariaDB or MySQL server that is not a "
+    "Galera node (for example the primary of an ordinary primary/replica pair); see the runbook, "
+    "\"Mailbox on a Galera cluster\"")
+
+
+def wsrep_on(conn: Connection) -> bool:
+    """Whether this MySQL/MariaDB server is a Galera cluster node. MariaDB always has the variable
+    (OFF without a cluster), MySQL does not: no row is no cluster."""
+    row = conn.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
+    return row is not None and str(row[1]).upper() in ("ON", "1")
 
 
 def holder_label() -> str:
@@ -78,7 +104,8 @@ class MailboxLock:
             raise MailboxBusy(
                 f"the mailbox is already being processed by another msgx installation: lock {self.name!r} "
                 f"on the mailbox server is held by {holder}; this pump exits without processing "
-                "(one installation per mailbox)")
+                "(one installation per mailbox; right after a PostgreSQL restart the holder may be this "
+                "installation's own pump, reconnecting: it goes on by itself)")
         self.conn = conn
         self._checked = self._monotonic()
         log.info("mailbox lock %r taken by %s", self.name, self.label)
@@ -146,6 +173,8 @@ class MailboxLock:
 
     # --- dialects ----------------------------------------------------------------------------
     def _try(self, conn: Connection) -> bool:
+        if self.mysql and wsrep_on(conn):
+            raise MailboxLockUnsupported(GALERA_REFUSAL)
         database = conn.execute(text("SELECT DATABASE()" if self.mysql else "SELECT current_database()")).scalar()
         self.name = _lock_name(str(database or ""))
         if self.mysql:

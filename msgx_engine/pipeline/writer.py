@@ -7,6 +7,12 @@ write re-checks, inside its own statement, that it runs in the very backend that
 session-level advisory lock is released only when its session ends, so "same backend" means
 "lock still held" — and the check costs nothing, unlike a scan of ``pg_locks``. A write from any
 other backend changes nothing and raises ``LockLost``.
+
+The pid is kept in the connection's ``info``, which belongs to the DBAPI connection: SQLAlchemy
+empties it when it opens a new session for the same ``Connection`` (after a restart or failover of
+the server), so a reopened session knows no pid and every guarded write on it is refused until the
+pump has taken the lock again (``SessionLock.reacquire``). tests/e2e/test_write_right.py holds
+SQLAlchemy to that, and shows under restarts that no row is written by a session without the lock.
 """
 
 from __future__ import annotations

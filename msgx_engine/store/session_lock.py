@@ -81,13 +81,19 @@ class SessionLock:
     def reacquire(self, within_s: float) -> Connection:
         """After a lost connection: drop it, reconnect and take the lock again, retrying for ``within_s``."""
         self._drop()
+        conn = self.acquire_within(within_s)
+        log.warning("%s reconnected to PostgreSQL and re-acquired its lock", self.holder)
+        return conn
+
+    def acquire_within(self, within_s: float) -> Connection:
+        """``acquire``, retried for ``within_s`` while PostgreSQL cannot be reached (a restart or
+        failover under way); ``busy`` is raised at once as always. A worker started in the moment
+        the server went away waits for it like a running one, rather than dying with a traceback."""
         deadline = time.monotonic() + within_s
         delay = 0.5
         while True:
             try:
-                conn = self.acquire()
-                log.warning("%s reconnected to PostgreSQL and re-acquired its lock", self.holder)
-                return conn
+                return self.acquire()
             except DBAPIError as exc:
                 if time.monotonic() > deadline:
                     raise
