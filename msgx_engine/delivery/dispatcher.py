@@ -11,19 +11,23 @@ latest documents of a flush as one JSON array instead, key ``schd`` (one partiti
 stay in order), split into several arrays only where one would exceed ``ARRAY_MAX_BYTES``.
 
 Order is promised per FLID only (C-29): a flight whose event failed waits, with its later
-events, for that event's backoff; every other flight's events keep flowing (issue 13 item 8). A
+events, for that event's backoff; every other flight's events keep flowing. A
 dead event goes on holding its flight's later events of the topic back until an operator revives
 it (``msgx outbox --apply``); revived, it is the oldest of its flight and goes first, so it is
 never overtaken.
 
 Between rounds with nothing due it pauses ``poll_s``; the pump's inline dispatcher is woken
 instead the moment the pump commits released events (``wake``), so a record does not wait out a
-poll (issue 16's latency target). A dispatcher in a process of its own listens for the pump's
+poll (the speed targets' latency target). A dispatcher in a process of its own listens for the pump's
 announcement of each release (``store.release_signal``, P19) and is woken the same way.
 
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock
 and its marks together. Resends after a crash reuse the outbox ``event_id``: consumers dedupe on it.
+
+Nothing is published while the cut-over record says this installation stopped writes or a rollback
+to it is in progress (``cutover_state.DeliveryRight``): read when the dispatcher starts (it exits as
+busy) and at most every second while it runs (it stops).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from msgx_engine.db import is_disconnect
 from msgx_engine.delivery.producer import KafkaSink, Record
 from msgx_engine.redact import safe_text
 from msgx_engine.store import locks, outbox
+from msgx_engine.store.cutover_state import DeliveryRight, WritesStopped
 from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
 from msgx_engine.store.release_signal import ReleaseListener
 from msgx_engine.store.session_lock import SessionLock
@@ -155,6 +160,7 @@ class Dispatcher:
         self.should_stop = should_stop or (lambda: False)
         self.wake = wake or threading.Event()
         self.lock = SessionLock(engine, locks.DISPATCHER, "msgx dispatcher", DispatcherBusy)
+        self.right = DeliveryRight(engine)       # a cut-over stopped writes here: publish nothing
         self.conn: Connection | None = None
         self._last_schd_flush = time.monotonic()
         self._dead: set[int] = set()     # dead events known to this dispatcher: their flights wait (revive)
@@ -163,11 +169,14 @@ class Dispatcher:
     def run(self) -> DispatchSummary:
         summary = DispatchSummary()
         self.conn = self.lock.acquire()
-        self._load_dead()
         listens = self.options.listen and self.options.run_for_s > 0
         try:
+            self.right.check(self.conn)
+            self._load_dead()
             with ReleaseListener(self.engine, self.wake) if listens else nullcontext():
                 self._loop(summary)
+        except WritesStopped as exc:
+            raise DispatcherBusy(str(exc)) from exc
         finally:
             summary.producer_rebuilds = self.sink.rebuilds
             self.sink.close()
@@ -179,7 +188,7 @@ class Dispatcher:
         opts = self.options
         drain = opts.run_for_s <= 0
         last_beat = time.monotonic()
-        while not self.should_stop():
+        while not self.should_stop() and not self.right.stopped_meanwhile():
             if not drain and summary.elapsed_s >= opts.run_for_s:
                 break
             self.wake.clear()        # a release from here on ends the next pause at once

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, text, update
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import audit, locks, queue
+from msgx_engine.store import audit, cutover_state, locks, queue
 from msgx_engine.store.session_lock import SessionLock
 from msgx_engine.store.status import TodoStatus
 from msgx_engine.store.tables import intake_state
@@ -84,6 +84,7 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
                                     {"start_id": start_id, "previous_high_water": pos.high_water},
                                     {"high_water": high, "marked_from_start": marked})
             conn.execute(update(intake_state).where(intake_state.c.name == queue.INTAKE).values(high_water=high))
+            cutover_state.claim_shadow(conn)     # a production pump refuses this database from now on
     log.warning("shadow start-from (audit %s): mailbox rows from id %s on are read and processed, %s of them "
                 "already marked by production", audit_id, start_id, marked)
     return ShadowStart(start_id, high, audit_id, marked)

@@ -414,3 +414,19 @@ metric_total = Table(
     Column("value", Float, nullable=False, server_default=text("0")),
     PrimaryKeyConstraint("name", "labels", name="metric_total_pkey"),
 )
+
+
+# --- cut-over and rollback (migration 0015; owner: store/cutover_state.py) -------------------------
+cutover_state = Table(
+    # One row once a cut-over command ran here: the installation's role, whether it gave up the right
+    # to process and mark the mailbox (and at which watermark), and the watermark it went on from.
+    "cutover_state",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("role", Text, nullable=False),           # production | shadow
+    Column("writes", Text, nullable=False),         # open | stopped
+    Column("watermark", BigInteger),                # stopped: the highest mailbox id finished here
+    Column("took_over_at", BigInteger),             # the other installation's watermark this one went on from
+    Column("audit_id", BigInteger),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+)

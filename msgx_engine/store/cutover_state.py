@@ -1,0 +1,359 @@
+"""The cut-over's record in a state database (``cutover_state``) and the statements the cut-over
+commands run on the queue and the outbox (OPS-4, PRE-1).
+
+One row, written only by ``msgx cutover …``: the installation's role since then, whether it gave
+up the right to process and mark the mailbox (``writes = stopped``, at ``watermark``), and the
+watermark it went on from when it took the right over (``took_over_at``). A database without the
+row was never touched by a cut-over and runs as ``MSGX_MODE`` says.
+
+The row is why a stopped installation *stays* stopped: the Dagster sensor relaunches the pump, and
+a relaunched pump would take the mailbox lock again the moment the other installation's pump let
+it go. ``WriteRight`` is the pump's side of it: checked when the pump starts (it refuses before it
+takes the mailbox lock or marks anything) and at most every second while it runs (it stops). It
+also refuses a shadow pump on a database that a promote made production's, and a production pump
+on a shadow's database: a shadow records its role the first time its pump starts (or at ``msgx
+shadow start-from``), so the role is one row read, not guessed from the database's history.
+
+``DeliveryRight`` is the dispatcher's side: no event is published while the installation has given
+up the right (stopped at a watermark) or while a rollback to it is in progress. The events such an
+installation holds were published by the other installation or are its to publish; a rollback
+killed between a commit of its replay and the suppression of that commit's events leaves them
+unsent, and the next dispatcher must not send them: the rollback run again suppresses them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, ScalarSelect, delete, exists, func, select, union, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from msgx_engine.store.status import OPEN, TERMINAL, TodoStatus
+from msgx_engine.store.tables import (
+    backfill_todo,
+    cutover_state,
+    flight_schd,
+    intake_gap,
+    intake_state,
+    msg_event,
+    proc_state,
+    proc_state_archive,
+)
+
+log = logging.getLogger(__name__)
+
+ROW = "installation"
+PRODUCTION, SHADOW = "production", "shadow"
+OPEN_WRITES, STOPPED = "open", "stopped"
+ROLLING_BACK = "rolling_back"     # stopped, and ``msgx cutover rollback`` is bringing the other's rows over
+CHECK_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class CutoverState:
+    role: str
+    writes: str = OPEN_WRITES
+    watermark: int | None = None
+    took_over_at: int | None = None
+    audit_id: int | None = None
+
+    @property
+    def stopped(self) -> bool:
+        """No right to process and mark the mailbox: stopped, or stopped and rolling back."""
+        return self.writes in (STOPPED, ROLLING_BACK)
+
+    @property
+    def rolling_back(self) -> bool:
+        return self.writes == ROLLING_BACK
+
+
+def read(conn: Connection) -> CutoverState | None:
+    row = conn.execute(select(cutover_state.c.role, cutover_state.c.writes, cutover_state.c.watermark,
+                              cutover_state.c.took_over_at, cutover_state.c.audit_id)
+                       .where(cutover_state.c.name == ROW)).first()
+    return None if row is None else CutoverState(row.role, row.writes, row.watermark, row.took_over_at, row.audit_id)
+
+
+def write(conn: Connection, state: CutoverState) -> None:
+    values = {"role": state.role, "writes": state.writes, "watermark": state.watermark,
+              "took_over_at": state.took_over_at, "audit_id": state.audit_id, "updated_at": func.now()}
+    conn.execute(pg_insert(cutover_state).values(name=ROW, **values)
+                 .on_conflict_do_update(index_elements=["name"], set_=values))
+
+
+def restore(conn: Connection, previous: CutoverState | None) -> None:
+    """Put the row back as it was before a command that is refused after all."""
+    if previous is None:
+        conn.execute(delete(cutover_state).where(cutover_state.c.name == ROW))
+    else:
+        write(conn, previous)
+
+
+def stopping(previous: CutoverState | None) -> CutoverState:
+    """The row while ``stop-writes`` waits for a running pump to stop: stopped, no watermark yet."""
+    return replace(previous or CutoverState(PRODUCTION), writes=STOPPED, watermark=None)
+
+
+# --- the pump's and the dispatcher's side -------------------------------------------------------
+class WritesStopped(RuntimeError):
+    """This installation gave up the right to process the mailbox, or its role is not the mode's."""
+
+
+def _stopped_because(state: CutoverState) -> str:
+    if state.rolling_back:
+        return (f"a rollback to this installation is in progress (`msgx cutover rollback`, audit {state.audit_id}): "
+                "writes reopen when it finishes. Run the same rollback command again to finish it")
+    at = f" at mailbox id {state.watermark}" if state.watermark is not None else ""
+    return (f"writes are stopped on this installation{at} (`msgx cutover stop-writes`, audit {state.audit_id}): "
+            "another installation may hold the right to process the mailbox")
+
+
+def refusal(state: CutoverState | None, *, shadow: bool) -> str | None:
+    """Why a pump must not run on a database in this state (None: it may)."""
+    if state is None:
+        return None
+    if state.stopped:
+        return (_stopped_because(state) + ". This pump exits without taking the mailbox lock or marking anything; "
+                "`msgx cutover rollback`, `msgx cutover resume` or `msgx cutover promote` gives the right back")
+    if shadow and state.role == PRODUCTION:
+        return ("MSGX_MODE=shadow, but this state database became a production installation's through "
+                "`msgx cutover promote`: a shadow needs a state database of its own")
+    if not shadow and state.role == SHADOW:
+        return ("MSGX_MODE is production, but this state database is a shadow's (a shadow pump or `msgx shadow "
+                "start-from` ran on it): a production pump would mark the mailbox from a shadow's state. If this "
+                "installation takes over from production, run `msgx cutover promote` (see the runbook's "
+                "\"Cut-over and rollback\"); if it is meant to stay a shadow, set MSGX_MODE=shadow")
+    return None
+
+
+def delivery_refusal(state: CutoverState | None) -> str | None:
+    """Why a dispatcher must not publish (None: it may). While ``stop-writes`` waits for the pump and
+    drains (stopped, no watermark yet) this installation still holds the right: its own drain
+    delivers what it owes then."""
+    if state is None or not state.stopped or (state.watermark is None and not state.rolling_back):
+        return None
+    return (_stopped_because(state) + ". Nothing is published from this installation meanwhile: the events it "
+            "holds were published by the other installation, or wait for the right to come back")
+
+
+def claim_shadow(conn: Connection) -> bool:
+    """Record that this state database is a shadow's, unless the row says something already (the
+    caller's transaction). True when it wrote the row."""
+    done = conn.execute(pg_insert(cutover_state).values(name=ROW, role=SHADOW, writes=OPEN_WRITES)
+                        .on_conflict_do_nothing(index_elements=["name"])).rowcount
+    return bool(done)
+
+
+class _RecordCheck:
+    """The cut-over record, read on a process's start and at most every ``CHECK_EVERY_S`` after."""
+
+    what = "process"
+
+    def __init__(self, engine: Engine, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self.engine = engine
+        self._monotonic = monotonic
+        self._checked = monotonic()
+
+    def why(self, state: CutoverState | None) -> str | None:
+        raise NotImplementedError
+
+    def check(self, conn: Connection) -> None:
+        """At the start, on the process's locked connection: raise ``WritesStopped`` when it must not run."""
+        why = self.why(read(conn))
+        conn.commit()
+        if why is not None:
+            log.warning("%s refused: %s", self.what, why)
+            raise WritesStopped(why)
+
+    def stopped_meanwhile(self) -> bool:
+        """While it runs, at most every ``CHECK_EVERY_S``: did a cut-over command stop it?"""
+        now = self._monotonic()
+        if now - self._checked < CHECK_EVERY_S:
+            return False
+        self._checked = now
+        with self.engine.connect() as conn:
+            why = self.why(read(conn))
+        if why is not None:
+            log.warning("%s stops: %s", self.what, why)
+        return why is not None
+
+
+class WriteRight(_RecordCheck):
+    """The pump's check of ``cutover_state`` (module doc). ``replay``: the rollback's own pump, which
+    runs while the row still says stopped (nothing else may run then). A shadow pump that finds no
+    row records the shadow role."""
+
+    what = "pump"
+
+    def __init__(self, engine: Engine, *, shadow: bool, monotonic: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(engine, monotonic=monotonic)
+        self.shadow = shadow
+        self.replay = False
+
+    def why(self, state: CutoverState | None) -> str | None:
+        return None if self.replay else refusal(state, shadow=self.shadow)
+
+    def check(self, conn: Connection) -> None:
+        if self.shadow and not self.replay and claim_shadow(conn):
+            log.info("this state database is recorded as a shadow's")
+        super().check(conn)
+
+
+class DeliveryRight(_RecordCheck):
+    """The dispatcher's check of ``cutover_state`` (module doc)."""
+
+    what = "dispatcher"
+
+    def why(self, state: CutoverState | None) -> str | None:
+        return delivery_refusal(state)
+
+
+# --- where the queue stands ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Position:
+    lowest_open: int | None      # the queue head: the smallest registered id not finished
+    accounted_for: int           # every mailbox id at or below is registered, a recorded gap, or history
+    applied_open: int | None     # the smallest id that changed flights but has not finished (post-commit waits)
+
+
+def position(conn: Connection) -> Position:
+    open_ = proc_state.c.status.in_(OPEN)
+    lowest = select(func.min(proc_state.c.msg_id)).where(open_).scalar_subquery()
+    applied = select(func.min(proc_state.c.msg_id)).where(open_, proc_state.c.applied_at.is_not(None)).scalar_subquery()
+    top = func.greatest(
+        select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
+        select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery(),
+        select(func.coalesce(func.max(intake_state.c.high_water), 0)).scalar_subquery())
+    low, accounted, applied_open = conn.execute(select(lowest, top, applied)).one()
+    return Position(low, int(accounted), applied_open)
+
+
+def finished_above(conn: Connection, watermark: int) -> int:
+    """Finished messages above ``watermark`` (a late arrival below them is still open)."""
+    return int(conn.execute(select(func.count()).select_from(proc_state)
+                            .where(proc_state.c.msg_id > watermark, proc_state.c.status.in_(TERMINAL))).scalar_one())
+
+
+def pending_marks(conn: Connection, upto: int) -> int:
+    """Mailbox marks still owed for messages at or below ``upto``."""
+    return int(conn.execute(select(func.count()).select_from(backfill_todo).where(
+        backfill_todo.c.msg_id <= upto, backfill_todo.c.status == TodoStatus.PENDING)).scalar_one())
+
+
+@dataclass(frozen=True)
+class Undelivered:
+    """Events of messages at or below a watermark that are not delivered."""
+
+    waiting: int        # due, or in backoff: a dispatcher still delivers them
+    dead: int           # delivery gave up on them (``msgx outbox``)
+    held: int           # not dead, but behind a dead event of their flight and topic: they wait for its revival
+
+    @property
+    def lost(self) -> int:
+        """What nobody publishes if this installation stops now: the dead and what waits behind them."""
+        return self.dead + self.held
+
+
+def undelivered(conn: Connection, upto: int) -> Undelivered:
+    """The events of messages at or below ``upto`` not delivered (a scan, once per stop-writes)."""
+    e, d = msg_event.c, msg_event.alias("d").c
+    unsent = (e.msg_id <= upto, e.sent_at.is_(None))
+    behind_dead = exists().where(d.flid == e.flid, d.topic == e.topic, d.dead_at.is_not(None), d.sent_at.is_(None))
+
+    def count(*where) -> ScalarSelect:
+        return select(func.count()).select_from(msg_event).where(*unsent, *where).scalar_subquery()
+
+    waiting, dead, held = conn.execute(select(
+        count(e.dead_at.is_(None), ~behind_dead), count(e.dead_at.is_not(None)),
+        count(e.dead_at.is_(None), behind_dead))).one()
+    return Undelivered(int(waiting), int(dead), int(held))
+
+
+def dead_examples(conn: Connection, upto: int, limit: int = 5) -> list[str]:
+    """A few dead events of messages at or below ``upto``, as an operator finds them in ``msgx outbox``."""
+    e = msg_event.c
+    rows = conn.execute(select(e.event_id, e.topic, e.flid, e.msg_id).where(
+        e.msg_id <= upto, e.sent_at.is_(None), e.dead_at.is_not(None)).order_by(e.event_id).limit(limit))
+    return [f"event {r.event_id} ({r.topic}, flight {r.flid}, mailbox id {r.msg_id})" for r in rows]
+
+
+# --- what promote and rollback change -----------------------------------------------------------
+def owe_marks_after(conn: Connection, after: int) -> int:
+    """A promoted shadow owes the mailbox marks of the rows it processed after the watermark: their
+    SHADOW todos become due (the backfill writes them only where NULL)."""
+    return conn.execute(update(backfill_todo).where(
+        backfill_todo.c.msg_id > after, backfill_todo.c.status == TodoStatus.SHADOW)
+        .values(status=TodoStatus.PENDING, attempts=0, next_attempt_at=None, last_error=None,
+                done_at=None)).rowcount
+
+
+def deliver_again_after(conn: Connection, after: int) -> int:
+    """Events of the rows after the watermark went to the shadow's topics (or nowhere): due again,
+    now for the production topics."""
+    e = msg_event.c
+    return conn.execute(update(msg_event).where(e.msg_id > after, e.sent_at.is_not(None) | e.dead_at.is_not(None))
+                        .values(sent_at=None, dead_at=None, send_attempts=0, next_send_at=None,
+                                send_error=None)).rowcount
+
+
+def suppress(conn: Connection, now: datetime, note: str, *, upto: int | None = None,
+             ids: Sequence[int] = ()) -> int:
+    """Events already published by the other installation: recorded sent without being sent (the
+    messages at or below ``upto``, or among ``ids``), so no dispatcher publishes them twice."""
+    e = msg_event.c
+    which = e.msg_id <= upto if upto is not None else e.msg_id.in_(list(ids))
+    if upto is None and not ids:
+        return 0
+    return conn.execute(update(msg_event).where(which, e.sent_at.is_(None))
+                        .values(sent_at=now, dead_at=None, next_send_at=None, send_error=note)).rowcount
+
+
+def suppressed(conn: Connection, note: str, ids: Sequence[int]) -> int:
+    """How many events of the messages ``ids`` were recorded sent without sending, with ``note``."""
+    if not ids:
+        return 0
+    e = msg_event.c
+    return int(conn.execute(select(func.count()).select_from(msg_event).where(
+        e.msg_id.in_(list(ids)), e.send_error == note, e.sent_at.is_not(None))).scalar_one())
+
+
+def finished_ids(conn: Connection, after: int, upto: int) -> list[int]:
+    """Finished messages with ``after < id <= upto``, archived ones included."""
+    live = select(proc_state.c.msg_id).where(proc_state.c.msg_id > after, proc_state.c.msg_id <= upto,
+                                             proc_state.c.status.in_(TERMINAL))
+    old = select(proc_state_archive.c.msg_id).where(proc_state_archive.c.msg_id > after,
+                                                    proc_state_archive.c.msg_id <= upto)
+    return sorted(int(r[0]) for r in conn.execute(union(live, old)))
+
+
+def finished_among(conn: Connection, ids: Sequence[int]) -> list[int]:
+    """Which of ``ids`` are finished here, archived ones included."""
+    if not ids:
+        return []
+    live = select(proc_state.c.msg_id).where(proc_state.c.msg_id.in_(list(ids)), proc_state.c.status.in_(TERMINAL))
+    old = select(proc_state_archive.c.msg_id).where(proc_state_archive.c.msg_id.in_(list(ids)))
+    return sorted(int(r[0]) for r in conn.execute(union(live, old)))
+
+
+def open_gaps(conn: Connection) -> list[int]:
+    return [int(r[0]) for r in conn.execute(select(intake_gap.c.msg_id).where(intake_gap.c.arrived_at.is_(None)))]
+
+
+def not_finished(conn: Connection, ids: Sequence[int]) -> list[int]:
+    """Which of ``ids`` are registered here and not finished, or not registered at all."""
+    if not ids:
+        return []
+    done = {int(r[0]) for r in conn.execute(select(proc_state.c.msg_id).where(
+        proc_state.c.msg_id.in_(list(ids)), proc_state.c.status.in_(TERMINAL)))}
+    return sorted(set(ids) - done)
+
+
+def touched_after(conn: Connection, after: int) -> set[str]:
+    """Flights that messages after ``after`` changed: their events, and the flights they wrote last."""
+    q = union(select(msg_event.c.flid).where(msg_event.c.msg_id > after),
+              select(flight_schd.c.flid).where(flight_schd.c.last_message_id > after))
+    return {str(r[0]) for r in conn.execute(q)}

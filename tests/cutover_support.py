@@ -1,0 +1,100 @@
+"""What the cut-over tests share (``tests/e2e/test_cutover*.py``): two installations' configurations
+on one mailbox, ``msgx`` run in process with exactly one installation's settings, and readers of
+their state databases."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+from datetime import datetime
+
+import pytest
+from sqlalchemy import text
+
+from msgx_engine import cli
+from msgx_engine.db import make_engine
+from msgx_engine.delivery.projection import connect
+from msgx_engine.demo.day import demo_day
+from msgx_engine.sis.times import LOCAL_TZ
+
+TODAY = datetime.now(LOCAL_TZ).date()
+DAY = [m.body for m in demo_day(TODAY).messages][:500]
+BATCHES = [DAY[i:i + 100] for i in range(0, 500, 100)]
+
+
+@pytest.fixture
+def run_as(monkeypatch, capsys):
+    """``run_as(env, *argv)`` -> (exit code, stdout, stderr) of ``msgx ARGV`` with exactly ``env``'s
+    MSGX_ settings (an installation's configuration)."""
+    def call(env: dict[str, str], *argv: str) -> tuple[int, str, str]:
+        for key in [k for k in os.environ if k.startswith("MSGX_")]:
+            monkeypatch.delenv(key)
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        code = cli.main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+@pytest.fixture
+def two(settings, pg_dbs, kafka_bootstrap, redis_url):
+    """The two installations' configurations: ``a`` production, ``b`` its shadow, ``b_live`` the
+    shadow's configuration after the promote (production topics and key, the same database)."""
+    tag = uuid.uuid4().hex[:8]
+    base = {"MSGX_MAILBOX_URL": settings.mailbox_url, "MSGX_HOME": str(settings.home),
+            "MSGX_KAFKA_BOOTSTRAP": kafka_bootstrap, "MSGX_REDIS_URL": redis_url}
+    production = {"MSGX_TOPIC_MSG": f"cut_msg_{tag}", "MSGX_TOPIC_SCHD": f"cut_schd_{tag}",
+                  "MSGX_REDIS_KEY": f"cut:{tag}:flightInfo"}
+    shadow = {"MSGX_MODE": "shadow", "MSGX_TOPIC_MSG": f"cut_shadow_msg_{tag}",
+              "MSGX_TOPIC_SCHD": f"cut_shadow_schd_{tag}", "MSGX_REDIS_KEY": f"cut:{tag}:shadow"}
+    b_url = pg_dbs.fresh()
+    yield {"a": {**base, **production, "MSGX_DB_URL": settings.db_url},
+           "b": {**base, **shadow, "MSGX_DB_URL": b_url},
+           "b_live": {**base, **production, "MSGX_DB_URL": b_url}}
+    client = connect(redis_url)
+    client.delete(*[f"cut:{tag}:{k}" for k in ("flightInfo", "flightInfo:version", "shadow", "shadow:version")])
+    client.close()
+
+
+def ok(done: tuple[int, str, str]) -> str:
+    code, out, err = done
+    assert code == 0, (out + err)[-3000:]
+    return out
+
+
+def refused(done: tuple[int, str, str], words: str) -> str:
+    code, out, err = done
+    assert code == 2 and words in err, (code, out + err)
+    return err
+
+
+def signed(*argv: str) -> tuple[str, ...]:
+    return (*argv, "--operator", "ops.wang", "--reason", "go-live rehearsal")
+
+
+def scalar(url: str, sql: str, **params):
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(sql), params).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def msg_events(url: str) -> Counter:
+    """msg_id -> how many ``msg`` events this installation's outbox holds for it."""
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            return Counter(dict(conn.execute(text(
+                "SELECT msg_id, count(*) FROM msg_event WHERE topic = 'msg' GROUP BY msg_id")).fetchall()))
+    finally:
+        engine.dispose()
+
+
+def both_drain(run_as, env: dict[str, str]) -> None:
+    ok(run_as(env, "pump", "--drain"))
+    ok(run_as(env, "dispatch", "--drain"))
