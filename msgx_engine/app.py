@@ -21,8 +21,10 @@ from msgx_engine.monitor.figures import figures
 from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.protocol import PostCommitHook, Processor
-from msgx_engine.pipeline.pump import Pump, PumpOptions
+from msgx_engine.pipeline.outcomes import PostCommitHook
+from msgx_engine.pipeline.protocol import Processor
+from msgx_engine.pipeline.pump import Pump, PumpOptions, compose_pump
+from msgx_engine.pipeline.source import BodySource
 from msgx_engine.store import migrate
 from msgx_engine.store.release_signal import ReleaseNotifier
 
@@ -77,8 +79,8 @@ class App:
 
     def processor(self) -> Processor:
         s = self.settings
-        return Processor(self.mailbox, self.clock, ignore_rules=s.ignore_rules, gap_grace_s=s.gap_grace_s,
-                         max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
+        return Processor(BodySource(self.mailbox), self.clock, ignore_rules=s.ignore_rules,
+                         gap_grace_s=s.gap_grace_s, max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
                          split_transactions=s.split_transactions, identity_window=s.identity_window,
                          max_record_bytes=s.kafka_max_record_bytes)
 
@@ -88,8 +90,9 @@ class App:
         return ReleaseNotifier(self.engine) if self.settings.kafka_bootstrap else nullcontext()
 
     def pump(self, options: PumpOptions | None = None, **kw) -> Pump:
-        return Pump(self.engine, self.processor(), Intake(self.mailbox, self.clock, batch=self.settings.intake_batch),
-                    Backfill(self.mailbox, self.clock), options, mailbox_lock=self.mailbox_lock(), **kw)
+        intake = Intake(self.mailbox, self.clock, batch=self.settings.intake_batch)
+        return compose_pump(self.engine, self.processor(), intake, Backfill(self.mailbox, self.clock), options,
+                            mailbox_lock=self.mailbox_lock(), **kw)
 
     @property
     def mode(self) -> str:

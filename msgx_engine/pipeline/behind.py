@@ -1,4 +1,4 @@
-"""Write-behind for a group (issue 16, docs/decisions.md P13): a group's flight states, outbox
+"""Write-behind for a group (docs/decisions.md P13): a group's flight states, outbox
 events and terminal statuses written once per group instead of once per message.
 
 Inside a group (P10) every message's writes go to the same transaction, which commits whole or

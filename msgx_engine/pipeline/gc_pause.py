@@ -1,4 +1,4 @@
-"""The cyclic garbage collector paused while the pump works through one large message (issue 16,
+"""The cyclic garbage collector paused while the pump works through one large message (
 decision P20).
 
 A 10,000-flight snapshot builds a few hundred thousand small objects in seconds (an entry per

@@ -1,7 +1,7 @@
-"""Group commit (issue 16, docs/decisions.md P10): consecutive messages share one commit.
+"""Group commit (docs/decisions.md P10): consecutive messages share one commit.
 
 A folded message (no post-commit step, decision P8) ends with its guarded terminal status write;
-instead of committing there, the pump's processor leaves the transaction open and goes on with the
+instead of committing there, the pump's unit of work (``grouped.py``) leaves the transaction open and goes on with the
 next head, and commits the group once it holds ``max_messages`` or has been open ``max_s``, when
 the head idles or waits, and before the pump marks the mailbox (``flush``). Every message in a
 group is complete and terminal, so committing at any of these points leaves a state some
@@ -10,7 +10,7 @@ is then processed again (nothing of it was marked or released: exactly once, INV
 
 When a message of a group does anything but finish (a handler's SKIPPED or DEAD decision, a
 failure, a lost lock) its step would roll the transaction back, and with it the messages before it
-in the group. So the group is abandoned instead (``GroupAborted``): rolled back whole, and the
+in the group. So the group is abandoned instead (``abort``, a ``Regroup``): rolled back whole, and the
 messages from its first one up to that message are processed again one commit each, exactly as
 without groups; grouping resumes after it. Strict mailbox-id order holds throughout (INV-3): a
 redo starts again from the head. No savepoint is needed, so the happy path costs no extra round
@@ -23,17 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from msgx_engine.pipeline.outcomes import Regroup
+
 Result = TypeVar("Result")
-
-
-class GroupAborted(Exception):
-    """A message of an open group did not finish: the group was rolled back whole; ``msg_id``
-    and every message before it are processed again with a commit each."""
-
-    def __init__(self, msg_id: int, lost: int) -> None:
-        super().__init__(f"group of {lost} message(s) rolled back at mailbox id {msg_id}; redone one by one")
-        self.msg_id = msg_id
-        self.lost = lost
 
 
 @dataclass
@@ -59,12 +51,12 @@ class GroupCommit(Generic[Result]):
         self.pending.append((msg_id, result))
         return len(self.pending) >= self.max_messages or time.monotonic() - self.started >= self.max_s
 
-    def abort(self, msg_id: int) -> GroupAborted:
+    def abort(self, msg_id: int) -> Regroup:
         """The open group was rolled back at ``msg_id``: redo up to it alone."""
         lost = len(self.pending)
         self.pending.clear()
         self.solo_through = msg_id
-        return GroupAborted(msg_id, lost)
+        return Regroup(msg_id, lost)
 
     def discard(self) -> None:
         """The session was lost with the group in it: nothing of it was committed."""

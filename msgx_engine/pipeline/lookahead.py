@@ -1,4 +1,4 @@
-"""Read ahead for a group (issue 16, docs/decisions.md P11): the group's next heads and the states
+"""Read ahead for a group (docs/decisions.md P11): the group's next heads and the states
 of their flights, each read once per transaction instead of once per message.
 
 A group (P10) keeps one transaction open over consecutive messages, under the writer row lock

@@ -18,7 +18,7 @@ import socket
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
@@ -27,14 +27,14 @@ from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.pipeline import gc_pause, offload
 from msgx_engine.pipeline.backfill import Backfill
-from msgx_engine.pipeline.behind import WriteBehind
-from msgx_engine.pipeline.group import GroupCommit
+from msgx_engine.pipeline.grouped import Grouping
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
-from msgx_engine.pipeline.lookahead import Lookahead
-from msgx_engine.pipeline.protocol import Processor, StepKind
+from msgx_engine.pipeline.outcomes import StepKind
+from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import LockLost
 from msgx_engine.store import locks, monitoring, queue
+from msgx_engine.store.cutover_state import WriteRight, WritesStopped
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
@@ -60,6 +60,9 @@ class PumpOptions:
     group_s: float = 0.05            # ... and a group stays open at most this long
     read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11)
     write_behind: bool = True        # ... and writes its messages' states and statuses together (P13, P16)
+
+    def grouping(self) -> Grouping:
+        return Grouping(self.group_messages, self.group_s, self.read_ahead, self.write_behind)
 
 
 @dataclass
@@ -87,7 +90,7 @@ class PumpSummary:
 def pause_s(options: PumpOptions, quiet_for_s: float) -> float:
     """The pause before the next poll: short while messages keep arriving, so one that lands
     between two polls waits ``busy_poll_s`` rather than a whole ``idle_poll_s`` (at a steady
-    250 msg/s that pause was most of the latency, issue 16); a mailbox quiet for
+    250 msg/s that pause was most of the latency); a mailbox quiet for
     ``busy_window_s`` is polled every ``idle_poll_s`` again."""
     return options.busy_poll_s if quiet_for_s < options.busy_window_s else options.idle_poll_s
 
@@ -98,16 +101,28 @@ def status_counts(conn: Connection) -> dict[str, int]:
     return counts
 
 
+def compose_pump(engine: Engine, processor: Processor, intake: Intake, backfill: Backfill,
+                 options: PumpOptions | None = None, *, on_release: Callable[[], None] | None = None,
+                 **kw) -> Pump:
+    """The pump, put together in one place: ``processor`` under the unit of work ``options`` ask
+    for (group commit, read-ahead, write-behind: P10-P16), calling ``on_release`` (the inline
+    dispatcher's wake-up: delivery follows the commit) after each commit that released events.
+    The processor's body source comes along with what it has read already."""
+    options = options or PumpOptions()
+    pumped = replace(processor, grouping=options.grouping(), on_release=on_release)
+    return Pump(engine, pumped, intake, backfill, options, **kw)
+
+
 class Pump:
     def __init__(self, engine: Engine, processor: Processor, intake: Intake, backfill: Backfill,
                  options: PumpOptions | None = None,
                  on_heartbeat: Callable[[PumpSummary], None] | None = None,
                  should_stop: Callable[[], bool] | None = None,
-                 mailbox_lock: MailboxLock | None = None,
-                 on_release: Callable[[], None] | None = None) -> None:
+                 mailbox_lock: MailboxLock | None = None) -> None:
         self.engine = engine
         self.mailbox_lock = mailbox_lock
         self.processor = processor
+        self.uow = processor.uow
         self.intake = intake
         self.backfill = backfill
         self.options = options or PumpOptions()
@@ -115,12 +130,7 @@ class Pump:
         self.should_stop = should_stop or (lambda: False)
         self.conn: Connection | None = None
         self._backfilled_at = -math.inf      # monotonic time of the last inline backfill batch
-        processor.on_release = on_release     # the inline dispatcher's wake-up (delivery follows the commit)
-        if self.options.group_messages > 1:
-            processor.group = GroupCommit(self.options.group_messages, self.options.group_s)
-            processor.lookahead = Lookahead(min(self.options.group_messages, self.options.read_ahead))
-            if self.options.write_behind:
-                processor.behind = WriteBehind(terminal=processor.folds_transactions)
+        self.writes = WriteRight(engine, shadow=intake.shadow)   # a cut-over stopped writes here (PRE-1)
         self.lock = SessionLock(engine, locks.PUMP, "msgx pump", PumpBusy, refusal=(
             f"another msgx pump holds the writer lock (pg advisory lock {locks.PUMP}); "
             "this pump exits without processing"))
@@ -152,13 +162,15 @@ class Pump:
         summary = PumpSummary()
         gc_pause.freeze_start_up()
         offload.warm_up()
-        self.conn = self.lock.acquire()
-        self._beat(started=True)
+        # started as PostgreSQL goes away (a restart): wait for it as a running pump would
+        self.conn = self.lock.acquire_within(self.options.reconnect_for_s)
         try:
+            self.writes.check(self.conn)
+            self._beat(started=True)
             if self.mailbox_lock is not None:
                 self.mailbox_lock.start()
             self._loop(summary)
-        except MailboxBusy as exc:
+        except (MailboxBusy, WritesStopped) as exc:
             raise PumpBusy(str(exc)) from exc
         finally:
             if self.mailbox_lock is not None:
@@ -170,7 +182,7 @@ class Pump:
         opts = self.options
         last_activity = time.monotonic()
         last_beat = time.monotonic()
-        while not self.should_stop():
+        while not self.should_stop() and not self.writes.stopped_meanwhile():
             if summary.elapsed_s >= opts.max_runtime_s:
                 log.info("pump reached its max runtime of %ss; exiting for the sensor to restart it",
                          opts.max_runtime_s)
@@ -182,7 +194,7 @@ class Pump:
                 if not isinstance(exc, LockLost) and not is_disconnect(exc):
                     raise
                 log.warning("lost the PostgreSQL session or the writer lock: %s", exc.__class__.__name__)
-                self.processor.discard_group()
+                self.uow.discard()
                 self._reconnect(summary)
                 continue
             now = time.monotonic()
@@ -239,8 +251,8 @@ class Pump:
             busy = True
             if not result.deferred:
                 summary.processed[result.status or "?"] += 1
-        self.processor.flush(self.conn)               # the group commits before its marks are written
-        for result in self.processor.committed():
+        self.uow.flush(self.conn)                     # the group commits before its marks are written
+        for result in self.uow.committed():
             summary.processed[result.status or "?"] += 1
         if self.options.inline_backfill and self._backfill_due(busy, time.monotonic()):
             b = self.backfill.run_once(self.conn)
@@ -252,7 +264,7 @@ class Pump:
         """Whether this pass writes a batch of marks. A quiet pass always does. While messages
         keep coming, at most every ``backfill_every_s``: its round trips (two of them to the
         mailbox) delay the next intake pass, so every message waited for the last one's mark
-        (issue 16, latency); a mark owed for 0.1 s more is written with the next batch. ``now``:
+        (latency); a mark owed for 0.1 s more is written with the next batch. ``now``:
         ``time.monotonic()``."""
         if busy and now - self._backfilled_at < self.options.backfill_every_s:
             return False

@@ -6,7 +6,7 @@ Hypothesis draws a flight's messages over the real catalogue (FLOP-like incremen
 flight, PORT entries by POID, FDEL deletions, ADFT-like restores, whole-state snapshots) and applies
 them through the pure transition ``apply_change`` in id order and in a random permutation (late
 arrivals), deciding each write's visibility and version the way the pipeline does
-(``pipeline.protocol.next_states``: a write a reader does not see keeps the version).
+(``pipeline.transitions.next_states``: a write a reader does not see keeps the version).
 """
 
 from __future__ import annotations

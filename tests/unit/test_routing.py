@@ -18,7 +18,7 @@ from msgx_engine.handlers.reference import BridgeRefresh, RefPlan
 from msgx_engine.handlers.seasons import SeasonPlan
 from msgx_engine.handlers.snapshot import SnapshotPlan
 from msgx_engine.pipeline import plans, routing
-from msgx_engine.pipeline.protocol import next_states
+from msgx_engine.pipeline.transitions import next_states
 from msgx_engine.sis.decode import decode
 from msgx_engine.state.model import Set
 from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD
