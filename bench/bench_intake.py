@@ -1,4 +1,4 @@
-"""Intake flatness benchmark (issue 16): 500 GTDT messages behind 100,000 processed mailbox rows
+"""Intake flatness benchmark: 500 GTDT messages behind 100,000 processed mailbox rows
 vs the same 500 alone.
 
 * alone: a fresh MariaDB mailbox and state database; one pump pass on the empty mailbox (start-up

@@ -12,7 +12,7 @@ Modes:
 * ``engine``: the production processes without Dagster: a long-lived ``msgx pump`` subprocess
   and a long-lived dispatcher subprocess (what ``dispatch_job`` runs, polling every 0.1 s).
 
-Prints p50/p99/max and the count. Target (issue 16, DESIGN §6): p99 <= 300 ms at a steady
+Prints p50/p99/max and the count. Target (DESIGN §6): p99 <= 300 ms at a steady
 250 msg/s under ``dagster dev``. ``--dump`` writes each message's latency by send time, to see
 when the slow ones happened; ``--stages`` splits each latency into its steps (intake, pump,
 release, dispatch, consume) by the times msgx records, per 10 s of load; ``--settle S`` waits S
@@ -241,7 +241,7 @@ def main() -> int:
           f"{missing} not delivered within 60 s after the load")
     print(f"latency mailbox insert -> Kafka msg record: p50 {p[49] * 1000:.0f} ms, p99 {p[98] * 1000:.0f} ms, "
           f"max {lat[-1] * 1000:.0f} ms (target p99 <= 300 ms at 250 msg/s under dagster dev)")
-    # no floor for a latency (issue 16's table has none): the p99 and its bound, for bench/run.py's table
+    # no floor for a latency (the speed targets' table has none): the p99 and its bound, for bench/run.py's table
     print(f"RESULT latency_p99\t{p[98] * 1000:.0f}\t-\t-\tms ({args.mode}, {achieved:.0f} msg/s)\t<= 300", flush=True)
     return 0 if missing == 0 else 1
 

@@ -1,4 +1,4 @@
-"""Monitoring benchmark (issue 14 item 4): what a ``/metrics`` scrape and a ``monitor_job``
+"""Monitoring benchmark: what a ``/metrics`` scrape and a ``monitor_job``
 evaluation cost on a day's worth of rows, and what the projection drift check costs now that it
 runs every minute.
 

@@ -1,4 +1,4 @@
-"""Pump benchmark (DESIGN §6, issue 16): GTDT messages end to end vs the raw floor, same run.
+"""Pump benchmark (DESIGN §6): GTDT messages end to end vs the raw floor, same run.
 
 * protocol: N GTDT messages in a fresh MariaDB mailbox, drained by ``App.pump`` with the full
   protocol (intake, head, decode, identity, transaction 1, transaction 2, backfill mark), timed
@@ -9,7 +9,7 @@
   read the flight, replace its gates, update the flight, one outbox row, the status row, commit.
   No intake, no decode, no mark: the least one transaction per message costs.
 
-Prints rate, floor and ratio (issue 16 target >= 0.7) and one ``RESULT`` line for ``bench/run.py``.
+Prints rate, floor and ratio (target >= 0.7) and one ``RESULT`` line for ``bench/run.py``.
 Usage: ``.venv/bin/python bench/bench_pump.py [--messages 3000] [--flights 500] [--profile]
 [--group 64] [--group-ms 50] [--read-ahead 64] [--redis URL]`` (the group options tune the pump's
 group commit; ``--redis`` adds the Redis projection, and with it a post-commit step per message).
@@ -143,7 +143,7 @@ def run_protocol(pg_url: str, mb_url: str, work, profile: bool, options: PumpOpt
 
 
 def run_floor(pg_url: str, work) -> float:
-    """One GTDT-like transaction per message (issue 16's floor): lock, read flight, replace gates,
+    """One GTDT-like transaction per message (the raw floor): lock, read flight, replace gates,
     update flight, outbox row, status row, commit; statement by statement, as a plain loop would."""
     dsn = pg_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(dsn) as conn:

@@ -1,4 +1,4 @@
-"""Instruction counts of the snapshot and its floors, under valgrind's callgrind (issue 16).
+"""Instruction counts of the snapshot and its floors, under valgrind's callgrind.
 
 On the 2-core virtual machines this project is measured on, one benchmark's wall and CPU seconds
 vary from run to run by more than most code changes move them (docs/benchmarks.md). An
@@ -13,7 +13,7 @@ registered) with and without the measured step. What is counted is this Python p
 PostgreSQL and MariaDB servers, the disk, and the helper process (``pipeline/offload.py``: the
 hash, P17, and since P27 60% of a large package's extraction) are left out, so the count is the
 pump's own cost, not the time; compare counts only between code that gives the helper the same work.
-The step is the same code the seconds benchmark (``bench_snapshot.py``) times: ``run_plain_floor`` (issue 16's floor),
+The step is the same code the seconds benchmark (``bench_snapshot.py``) times: ``run_plain_floor`` (the raw floor),
 ``run_output_floor`` (the plain code that writes everything a snapshot writes) and the pump from
 registered to terminal for a new day.
 
@@ -112,7 +112,7 @@ def main() -> int:
     steps = {step: totals[(step, True)] - totals[(step, False)] for step in STEPS}
     floor = steps["floor"]
     print(f"instructions of this Python process (servers, disk and helper process left out), {args.flights} flights:")
-    for step, label in (("floor", "floor (issue 16)"), ("output", "same-output floor"),
+    for step, label in (("floor", "floor"), ("output", "same-output floor"),
                         ("snapshot", "snapshot, new day")):
         n = steps[step]
         print(f"  {label:<20} {n / 1e6:>9,.0f} M  {n / args.flights / 1e3:>7,.0f} k per flight  "

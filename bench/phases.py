@@ -1,4 +1,4 @@
-"""Where a new day's snapshot spends the pump's time: CPU and wall seconds per phase (issue 16).
+"""Where a new day's snapshot spends the pump's time: CPU and wall seconds per phase.
 
 ``bench_snapshot.py`` gives the ratio to the floor and each process's CPU; this script takes the
 same 10,000-flight package through ``App.pump`` on fresh databases, ``--runs`` times, and times the
@@ -8,7 +8,7 @@ CPU seconds (this thread's: the pump's own work), its wall seconds, and their di
 time the pump waited, for the offload helper's part of the records (``package_flights``) or for
 PostgreSQL (the COPYs). The phases nest (``decide`` holds ``package_flights``): they do not add
 up. It measures code in place, so it needs no floor and prints no ratio; the figures of
-docs/benchmarks.md (session 28, the helper's share) come from it. Usage:
+docs/history/benchmarks.md (run 28, the helper's share) come from it. Usage:
 ``.venv/bin/python bench/phases.py [--flights 10000] [--runs 3]``
 """
 

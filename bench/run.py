@@ -5,7 +5,7 @@ Usage: python bench/run.py [NAME ...]   (NAME = pump, flop, snapshot, latency ..
 Each benchmark is a script ``bench/bench_<name>.py`` that measures its own raw floor in the same
 run and prints the ratio, plus ``RESULT name rate floor ratio unit target`` lines; this runner
 sequences them, reports the exit status of each and ends with one table of every RESULT line
-(rate, floor and ratio side by side, issue 16).
+(rate, floor and ratio side by side).
 Benchmarks talk to the machine's PostgreSQL/MariaDB (and Kafka/Redis where they need them) in
 throwaway databases; nothing here is a test and nothing asserts timings.
 """

@@ -1,6 +1,6 @@
-"""Run a benchmark against a PostgreSQL whose disk flushes are slow (issue 16, latency).
+"""Run a benchmark against a PostgreSQL whose disk flushes are slow (latency).
 
-The machines these figures come from flush an 8 kB page in 0.07-0.12 ms; the machine issue 16's
+The machines these figures come from flush an 8 kB page in 0.07-0.12 ms; the machine the speed targets'
 latency misses came from flushed in about 4 ms. To see what a slow disk does to a figure on any
 machine, this script starts a private PostgreSQL cluster (``initdb`` in a temporary folder, a
 free loopback port, the shared server's ``autovacuum``, ``shared_buffers``, ``max_wal_size`` and

@@ -133,12 +133,12 @@ class Settings:
     # secrets: kept out of repr() so a logged Settings never shows them
     api_token: str | None = field(default=None, repr=False)       # MSGX_API_TOKEN: bearer token of the HTTP API
     alert_webhook: str | None = field(default=None, repr=False)   # MSGX_ALERT_WEBHOOK: JSON POST on alert changes
-    # Kafka delivery (issue 13 items 8/9, docs/delivery.md): the largest record a message may
+    # Kafka delivery (docs/delivery.md): the largest record a message may
     # produce (refused at processing time above it), the producer's compression and delivery timeout.
     kafka_max_record_bytes: int = KAFKA_MAX_RECORD_BYTES   # MSGX_KAFKA_MAX_RECORD_BYTES
     kafka_compression: str = "lz4"              # MSGX_KAFKA_COMPRESSION
     kafka_delivery_timeout_s: float = 120.0     # MSGX_KAFKA_DELIVERY_TIMEOUT (10s-300s)
-    # ``msgx serve`` (issue 13 item 12, docs/http-api.md): slow clients and the connection cap.
+    # ``msgx serve`` (docs/http-api.md): slow clients and the connection cap.
     http_header_timeout_s: float = 10.0         # MSGX_HTTP_HEADER_TIMEOUT: request line and headers
     http_body_timeout_s: float = 30.0           # MSGX_HTTP_BODY_TIMEOUT: the whole body
     http_max_connections: int = 100             # MSGX_HTTP_MAX_CONNECTIONS: open connections at once
@@ -223,7 +223,7 @@ class Settings:
         )
 
     def require_urls(self) -> None:
-        """No silent embedded fallback (issue 14 item 6): without the URLs a process starts only
+        """No silent embedded fallback: without the URLs a process starts only
         when the embedded server was asked for (``msgx demo`` or ``MSGX_EMBEDDED=1``)."""
         if self.embedded and not self.embedded_allowed:
             raise ConfigError(

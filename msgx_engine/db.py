@@ -80,7 +80,7 @@ def _pymysql_connection_class() -> type:
     PREFERRED mode: TLS when the server offers it, the certificate not checked) takes one context
     built once per process instead of a new one each time. Building it loads the system's CA
     certificates, about 25 ms of CPU, which a Dagster run or a pump start paid for every MariaDB
-    connection it opened (issue 16); the context is the same for every such connection, and an
+    connection it opened; the context is the same for every such connection, and an
     ``ssl.SSLContext`` is made to be shared. Explicit TLS options build their own, as before."""
     import pymysql
 

@@ -1,4 +1,4 @@
-"""The bad-input corpus (tests/data/bad-inputs, issue 13): its index and the exact bytes of each case.
+"""The bad-input corpus (tests/data/bad-inputs): its index and the exact bytes of each case.
 
 ``INDEX.tsv`` has one row per file: what the file is, the expected mailbox outcome
 (``STATUS:reason``; ``UNSTORABLE:`` when MariaDB refuses to store the bytes at all, so no such row

@@ -8,7 +8,7 @@ report arrived without an error. A fatal producer error (confluent-kafka raises 
 producer unusable; ``KafkaSink`` then builds a new one and the caller resends from its first
 unsent record.
 
-Issue 13 items 8/9: records are compressed (``compression.type``, default lz4), and the delivery
+Records are compressed (``compression.type``, default lz4), and the delivery
 timeout (``message.timeout.ms``, default 120 s) outlasts a broker freeze of a minute or two, so the
 idempotent producer retries inside it and the broker drops its duplicates; a shorter timeout made
 msgx resend a record the broker had already taken. A record the producer refuses locally (too

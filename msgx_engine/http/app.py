@@ -139,6 +139,6 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         ],
         exception_handlers={ApiError: on_api_error, HTTPException: on_http_error, Exception: on_crash},
     )
-    # A trailing-slash variant (/cminmsgs/send/) gets the 404 error JSON, not a bare 307 (issue 13 item 12).
+    # A trailing-slash variant (/cminmsgs/send/) gets the 404 error JSON, not a bare 307.
     asgi.router.redirect_slashes = False
     return ApiAccess(asgi, api_token)

@@ -1,4 +1,4 @@
-"""Slow and surplus clients of ``msgx serve`` (issue 13 item 12): timeouts, a connection cap, and
+"""Slow and surplus clients of ``msgx serve``: timeouts, a connection cap, and
 the error JSON for the refusals the HTTP server makes before the app sees a request.
 
 uvicorn times only the idle gap between keep-alive requests: a client that sends its headers (or

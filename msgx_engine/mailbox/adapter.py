@@ -9,7 +9,7 @@ A shadow instance (D29, ``MSGX_MODE=shadow``) opens the mailbox read-only: every
 raises ``MailboxReadOnly`` before it reaches the server, and ``fresh_ids`` reads by id alone
 (production's marks say nothing about what the shadow has processed, OPS-3 "input by watermark").
 
-Bodies are read as bytes and decoded row by row (issue 13 item 4): MariaDB stores some byte
+Bodies are read as bytes and decoded row by row: MariaDB stores some byte
 sequences that are not UTF-8 (ED A0 80, an encoded surrogate) even in strict mode, and a driver
 that decodes the whole result would fail every row of the batch, so the pump would take one bad
 row for a mailbox outage. Here an undecodable byte stays in that row's text as a lone surrogate

@@ -7,7 +7,7 @@ published inside the document: ``ABDG`` in each PSDT entry, ``STND_ABDG`` beside
 The bytes are written by orjson (decision P24): the same bytes ``json.dumps(sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` gives for these documents (``tests/unit/
 test_state_properties.py`` holds the two equal), at a sixth of the cost; a snapshot serialises
-10,000 whole states and every dynamic message two documents (issue 16).
+10,000 whole states and every dynamic message two documents.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ BOOKKEEPING = frozenset({"FLID", "STATE_VERSION", "FDAY"})
 
 
 def plain(value: Value) -> object:
-    """A value as JSON-ready Python. A snapshot serialises 10,000 whole states (issue 16), so the
+    """A value as JSON-ready Python. A snapshot serialises 10,000 whole states, so the
     exact types a state holds (str, tuple, read-only entry views) are tested by identity and an
     entry view is copied by its own ``copy``; any other mapping or sequence takes the general way."""
     kind = type(value)
@@ -90,7 +90,7 @@ def state_json(state: FlightState) -> str:
     """``dumps(state_document(state))``. A group's entries are copied into a list of dicts by one
     comprehension each (``publish`` extends the PSDT copies with their airbridges), which orjson
     writes in C; handed the read-only views, it called ``_entry`` back for each of a snapshot's
-    90,000: 76 against 59 ms for 10,000 states (issue 16, session 34). A single object's view
+    90,000: 76 against 59 ms for 10,000 states (run 34). A single object's view
     still goes by ``_entry``: a state holds few."""
     doc = _bookkeeping(state)
     for key, value in state.fields.items():

@@ -2,12 +2,12 @@
 
 psycopg re-parses a statement with more than 50 parameters on every call and adapts each value
 in Python, and ``executemany`` sends one statement per row; a JSON array costs one ``orjson.dumps``
-(C) and the server expands it with ``json_populate_recordset`` (issue 16: the pump's upsert, the
+(C) and the server expands it with ``json_populate_recordset`` (the pump's upsert, the
 snapshot's 10,000 main rows and their detail rows, the outbox events). Row order is kept
 (``WITH ORDINALITY``), so serial ids follow it.
 
 Thousands of rows at once (a snapshot's 10,000 main rows, ~90,000 detail rows and 10,000 events)
-go by ``COPY`` instead (``copy_rows``, ``copy_upsert``; issue 16): psycopg writes each row in C and
+go by ``COPY`` instead (``copy_rows``, ``copy_upsert``): psycopg writes each row in C and
 the server skips JSON parsing, where the JSON array cost a dict, its encoding and a
 ``json_populate_recordset`` per row. ``COPY`` cannot run inside a pipeline (the pump's per-message
 writes), so the callers keep the JSON path for small batches and whenever ``copy_rows`` declines.

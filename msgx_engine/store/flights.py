@@ -62,7 +62,7 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
 @cache
 def _load_sql(prefix: str = "", for_update: bool = False) -> str:
     """The main rows of ``flids`` and every detail row of theirs from all 9 tables, in one
-    statement (one round trip, issue 16): each row as one JSON value tagged with its table (``''``
+    statement (one round trip): each row as one JSON value tagged with its table (``''``
     for the main row, NULL columns stripped: a ~75-column row costs the driver far less as one
     column than as 75), main rows first, then in (table, flid, ordinal) order. ``for_update``
     locks the main rows. ``prefix`` reads copies of the tables (``<prefix><table>``) instead."""
@@ -98,7 +98,7 @@ def _all_first(states: Sequence[FlightState]) -> bool:
 def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, FlightState] | None) -> tuple[str, ...]:
     """The detail tables that may hold rows of the flights ``states`` rewrite. None when every
     state is its flight's first (version 1: no stored row, so no detail rows; a new day's snapshot
-    skips the DELETE of its 10,000 flights, issue 16); all 9 when the stored states were not loaded
+    skips the DELETE of its 10,000 flights); all 9 when the stored states were not loaded
     (or one is missing); else the tables the loaded ones fill."""
     if _all_first(states):
         return ()
@@ -150,7 +150,7 @@ def _detail_tuples(states: Sequence[FlightState], table: str,
                    versions: Mapping[str, int] | None = None) -> Iterator[list[object]]:
     """The detail rows of ``table`` for ``states`` as value lists in ``_DETAIL_COLUMNS`` order
     (``versions``: a flight's ``record_version`` when it is not its state's own). A snapshot
-    builds about 90,000 (issue 16): each row is a copy of its group's template, and an entry key
+    builds about 90,000: each row is a copy of its group's template, and an entry key
     without a column is caught by its slot lookup failing, not by a test of every entry."""
     versions = versions or {}
     width = len(_DETAIL_COLUMNS[table])
@@ -212,7 +212,7 @@ def _json_text(value: object) -> str:
 
 def main_values(state: FlightState, now: datetime | None = None) -> list[object]:
     """The ``flight_schd`` row of a state as values in ``_MAIN_COLUMNS`` order (``updated_at`` is
-    ``now``). A snapshot builds 10,000 at once and hands them to COPY as they are (issue 16): the
+    ``now``). A snapshot builds 10,000 at once and hands them to COPY as they are: the
     slots come from tables built once, and only the fields a state holds are walked, not every
     column."""
     row: list[object] = [None] * len(_MAIN_COLUMNS)
@@ -285,7 +285,7 @@ class FlightRepository:
 
     def load(self, flids: Iterable[str], *, for_update: bool = False) -> dict[str, FlightState]:
         """Whole states of the given flights (deleted ones included, flagged) in 1 statement: the
-        main rows and every detail row of all 9 tables in one UNION ALL (FS §9, issue 16)."""
+        main rows and every detail row of all 9 tables in one UNION ALL (FS §9)."""
         wanted = sorted(set(flids))
         if not wanted:
             return {}

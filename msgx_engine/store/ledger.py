@@ -77,7 +77,7 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     version = advance_version(conn, plan.ledger, msg_id, now)
     written = with_bridges(plan.written, BridgeReader(conn, msg_id))
     # version 1 everywhere: no flight it writes was stored before, so there is nothing to compare
-    # (a new day's package skips the copies and the comparison, issue 16)
+    # (a new day's package skips the copies and the comparison)
     fresh = all(s.state_version == 1 for s in written)
     compared = [] if fresh else reconciliation.keep_before(conn, [s.flid for s in written])
     FlightRepository(conn).persist_next_states(written)
@@ -136,7 +136,7 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
     if gone:
         conn.execute(delete(schd_gen_flid).where(schd_gen_flid.c.fday == day,
                                                  schd_gen_flid.c.flid == any_(_FLIDS)), {"flids": gone})
-    if added:     # one statement with one array, not an executemany of 10,000 rows (issue 16)
+    if added:     # one statement with one array, not an executemany of 10,000 rows
         conn.exec_driver_sql(_ADD_MEMBERS_SQL, {"fday": day, "flids": TextArray(added)})
 
 

@@ -7,7 +7,7 @@ with the message's terminal status in transaction 2 (``store.queue``'s guarded s
 ``msg``: one change notification per flight and message. ``schd``: the flight's whole state (or a
 tombstone for a deleted flight).
 
-Size (issue 13 item 8): ``check_record_sizes`` refuses, before anything is written, a message whose
+Size: ``check_record_sizes`` refuses, before anything is written, a message whose
 events would make a Kafka record larger than the configured limit; the pipeline then ends it
 DEAD(oversize) instead of writing an event that no broker would take.
 
@@ -133,7 +133,7 @@ class StateEvents(Sequence[OutboxRow]):
     """The ``schd`` rows of a snapshot's written states (``state_event`` of each, then the
     tombstones), each built when it is read. ``insert`` writes them by COPY as it reads them: the
     server stores each row while the next document is serialized, where a list built first left
-    the pump waiting for the server at the end of the COPY (issue 16, P29: 10,000 documents)."""
+    the pump waiting for the server at the end of the COPY (P29: 10,000 documents)."""
 
     def __init__(self, msg_id: int, states: Sequence[FlightState], tail: Sequence[OutboxRow] = ()) -> None:
         self._msg_id = msg_id

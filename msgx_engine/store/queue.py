@@ -400,7 +400,7 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
     gap the head already passed, are late arrivals; ``holes`` become open gaps. ``accounted_for``
     (``IntakePosition.accounted_for``): every recorded gap lies below it, since a gap is recorded
     with a larger id and the high-water mark is raised past that id in the same transaction, so
-    ids above it fill none and the gap lookup is skipped (the pump's every pass, issue 16)."""
+    ids above it fill none and the gap lookup is skipped (the pump's every pass)."""
     fills_none = accounted_for is not None and min(new_ids) > accounted_for
     gaps = [] if fills_none else conn.execute(
         select(intake_gap.c.msg_id, intake_gap.c.passed_at)

@@ -1,5 +1,5 @@
 """Released events announced across processes: PostgreSQL ``NOTIFY`` from the pump, ``LISTEN`` in
-a dispatcher process (issue 16, decision P19).
+a dispatcher process (decision P19).
 
 Under Dagster the long-lived pump run wakes its inline dispatcher in process the moment a commit
 releases events (P15). A dispatcher in another process (``msgx dispatch`` beside ``msgx pump``,

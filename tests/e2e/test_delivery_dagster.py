@@ -135,7 +135,7 @@ def until_delivered(app: App, within_s: float) -> None:
 
 
 def test_issue16_inline_dispatcher_is_woken_by_the_pump_commit_not_its_poll(kenv, clock, kafka_reader):
-    """Issue 16 latency, DESIGN §5: the pump wakes its inline dispatcher when a commit releases
+    """DESIGN §5: the pump wakes its inline dispatcher when a commit releases
     events, so delivery follows the commit instead of the next poll. With a 10-minute poll, the
     second round (the dispatcher is idle in its pause by then) is delivered only by the wake-up;
     stop() also ends the pause at once."""

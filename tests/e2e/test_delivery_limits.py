@@ -1,4 +1,4 @@
-"""Delivery robustness on real tansu brokers (issue 13 items 8 and 9): compressed records, one
+"""Delivery robustness on real tansu brokers: compressed records, one
 undeliverable record holding back only its own flight (per-FLID order, C-29), and a broker freeze
 shorter than the delivery timeout delivering each record once (INV-10)."""
 

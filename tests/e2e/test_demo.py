@@ -118,7 +118,7 @@ def test_the_run_is_in_the_postgres_run_storage(headless):
 
 def test_msgx_flights_lists_the_day(headless):
     """US-12: `msgx flights` lists the demo day: the snapshot's flights minus the FDEL'd one and the
-    code-share child (D11), each owned by the day (FDAY, D3/D4). Issue 14 item 6: the demo itself
+    code-share child (D11), each owned by the day (FDAY, D3/D4). The demo itself
     needs no MSGX_EMBEDDED (its Dagster processes are started with it), a later command on the
     embedded server must ask for it as the demo's summary says, and is refused (exit 2) without."""
     import json
@@ -143,7 +143,7 @@ def msgx(run: HeadlessRun, *args: str, embedded_flag: bool = True) -> subprocess
 
 
 def test_the_rehearsed_failure_replays_after_the_fix_step(headless):
-    """US-10 on the demo (issue 38 item 9): the day's one refused cancellation is a dead letter,
+    """US-10 on the demo: the day's one refused cancellation is a dead letter,
     DEAD(exhausted), whose preview names the cause and the fix; the printed hints give the three
     steps; after `msgx demo --fix-fault` the audited `msgx replay --apply` re-queues it and the
     pump cancels the flight (SUCCEEDED). Runs last: it changes the day the other tests read."""

@@ -15,7 +15,7 @@ into a state database of its own, injects its fault, lets msgx recover the way p
   CMINMSGS_DATE_PROCESSED; each row is marked exactly once (twice only where an operator reset it).
 
 Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22,
-C-29 (issue 13 item 8: one oversize Kafka record holds back only its own flight).
+C-29 (one oversize Kafka record holds back only its own flight).
 The observed outcome of every row is printed (``-s``) as a line of the table.
 """
 
@@ -478,7 +478,7 @@ def broker_killed(lab: Lab, reference: dict) -> str:
 
 
 def kafka_oversize_record(lab: Lab, reference: dict) -> str:
-    """Issue 13 item 8(c), C-29: one outbox record too large for Kafka (a row written before the
+    """C-29: one outbox record too large for Kafka (a row written before the
     record limit existed: new ones are refused at processing time, DEAD(oversize)). `msgx dispatch
     --drain` delivers every other flight's events at once; the record backs off with its error and
     its flight's later events wait behind it, untried. Once an operator has repaired the row, the

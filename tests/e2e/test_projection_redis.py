@@ -185,7 +185,7 @@ def test_redis_error_raises_from_hook(settings, clock):
 
 
 def test_drift_takes_the_writer_lock_only_for_flights_that_differ(app, shared_projection):
-    """Issue 14 item 4 (the drift check runs every minute): with nothing differing, drift() completes
+    """With nothing differing, drift() completes
     while another transaction holds the writer lock (the pump is never stopped by it); a difference
     is re-checked under the lock, so drift() waits for that transaction and counts what is true
     after it."""

@@ -1,4 +1,4 @@
-"""P19 (issue 16, latency): a dispatcher in a process of its own (``msgx dispatch``, a scheduled
+"""P19 (latency): a dispatcher in a process of its own (``msgx dispatch``, a scheduled
 ``dispatch_job``) is woken by the pump's announcement of each release (PostgreSQL NOTIFY/LISTEN)
 instead of waiting out its poll, as the inline dispatcher is woken in process (US-07 AC1: the
 record follows the commit). Both sides are best effort: no failure of theirs reaches the pump or

@@ -1,4 +1,4 @@
-"""Shadow mode (issue 14 item 3; OPS-3, D29): a second installation reads the production mailbox,
+"""Shadow mode (OPS-3, D29): a second installation reads the production mailbox,
 processes into its own PostgreSQL exactly as production does, and writes nothing shared.
 
 Everything runs as operators run it (``msgx`` console scripts, ``dagster job execute``) on real

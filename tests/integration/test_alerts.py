@@ -1,4 +1,4 @@
-"""Alerting on health-check state changes (issue 14 item 4, OPS-2): a failing check posts ONE alert
+"""Alerting on health-check state changes (OPS-2): a failing check posts ONE alert
 to the webhook (MSGX_ALERT_WEBHOOK, Slack-compatible JSON) across evaluations, and one more when it
 recovers; the state lives in PostgreSQL (alert_state), so separate runs agree; a dead or hanging
 webhook never raises and never holds up the pump."""
@@ -30,7 +30,7 @@ def alert_row(app, name: str):
 
 
 def test_a_failing_check_posts_once_per_state_change(app, caplog):
-    """Issue 14 item 4: dead letters appear -> one POST {"text": ...} and one ERROR line, however many
+    """Dead letters appear -> one POST {"text": ...} and one ERROR line, however many
     evaluations follow; resolved -> one "recovered" POST; a healthy start posts nothing."""
     with webhook() as hook:
         alerter = Alerter(app.engine, webhook_url=hook.url, timeout_s=10)
@@ -73,7 +73,7 @@ def test_an_alert_missed_by_a_dead_webhook_is_sent_once_when_it_returns(app, cap
 
 
 def test_a_hanging_webhook_does_not_stall_the_pump(app):
-    """Issue 14 item 4: while an evaluation waits on a webhook that never answers, the pump processes
+    """While an evaluation waits on a webhook that never answers, the pump processes
     messages to the end (the alerter holds no lock or transaction during the POST)."""
     make_dead_letter(app)
     with webhook(hang=True) as hook:

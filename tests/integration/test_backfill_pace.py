@@ -1,4 +1,4 @@
-"""The pace of the pump's inline backfill (issue 16, latency): while messages keep coming, the
+"""The pace of the pump's inline backfill (latency): while messages keep coming, the
 marks are written in batches at most every ``PumpOptions.backfill_every_s``, and a quiet pass
 always writes what is owed, so no mark is left behind (DESIGN §2 step 9: the mark is written once,
 after the commit, onto a NULL value)."""

@@ -1,9 +1,9 @@
-"""The bad-input corpus (tests/data/bad-inputs, INDEX.tsv) through both doors (issue 13).
+"""The bad-input corpus (tests/data/bad-inputs, INDEX.tsv) through both doors.
 
 Mailbox: every storable case is inserted as raw bytes into the real MariaDB mailbox, each followed
 by a good GTDT; one drain; each case must end as its index row says (status, reason, a detail
 naming the cause) and every good message behind it must SUCCEED: no hostile row blocks or takes
-down another (issue 13 items 4-6, US-03 AC4, INV-3). A case MariaDB refuses to store is checked
+down another (US-03 AC4, INV-3). A case MariaDB refuses to store is checked
 to be refused by the server (no such row can ever exist).
 
 HTTP: every case is POSTed to ``/cminmsgs/send`` (the ASGI app on the test's real databases) and
@@ -55,7 +55,7 @@ def _refused_by_mariadb(cur, data: bytes) -> bool:
 
 
 def test_the_corpus_is_indexed_and_large_enough():
-    """Issue 13 "tests that must exist": at least 60 bad inputs, every file indexed once, every
+    """At least 60 bad inputs, every file indexed once, every
     expectation in the documented form."""
     files = {p.name for p in CORPUS.iterdir()} - {"INDEX.tsv"}
     assert len(CASES) >= 60
@@ -70,7 +70,7 @@ def _observed_row(row) -> tuple[Expected, str]:
 
 
 def test_every_bad_input_through_the_mailbox_ends_as_indexed_and_never_blocks_a_good_one(app):
-    """Issue 13 items 4-6 and the corpus: each storable case inserted as raw bytes, a good GTDT
+    """The corpus: each storable case inserted as raw bytes, a good GTDT
     after each, one drain (it exits: nothing waits). Each case gets its indexed status and reason
     with a detail naming the cause (encoding, the META field, FLID...); every good message
     SUCCEEDED. Unstorable bytes are refused by MariaDB itself."""
@@ -104,7 +104,7 @@ def test_every_bad_input_through_the_mailbox_ends_as_indexed_and_never_blocks_a_
 
 
 def test_every_bad_input_through_post_cminmsgs_send_gets_its_indexed_answer(app):
-    """Issue 13 items 5, 6 and the corpus over HTTP: the indexed status and err_code (error JSON)
+    """6 and the corpus over HTTP: the indexed status and err_code (error JSON)
     for each case; an accepted body is stored exactly as its UTF-8 text (a BOM dropped)."""
     client = client_for(app)
     observed, stored_as_sent = {}, {}

@@ -1,4 +1,4 @@
-"""``bench/slow_disk.py``: the slow-disk figures of issue 16 (latency) can be taken on any machine.
+"""``bench/slow_disk.py``: the latency figures on a slow disk can be taken on any machine.
 
 The wrapper must hand the command a PostgreSQL that really runs with the flush-slowing library,
 pass the command's exit status through, and leave no cluster or folder behind. No timing is
@@ -39,7 +39,7 @@ PROBE = textwrap.dedent("""
 
 @pytest.mark.skipif(PG_BIN is None, reason="needs PostgreSQL's initdb and pg_ctl")
 def test_slow_disk_runs_the_command_on_a_slowed_private_cluster_and_removes_it() -> None:
-    """Issue 16 (latency on a slow disk): the command sees a private cluster with the library
+    """The command sees a private cluster with the library
     preloaded and the shared server's autovacuum setting; its exit status comes back; the cluster
     is stopped and its folder removed afterwards."""
     done = subprocess.run([sys.executable, "bench/slow_disk.py", "--flush-ms", "1", "--", sys.executable, "-c", PROBE],

@@ -1,4 +1,4 @@
-"""Decision P31 (issue 16): a snapshot's rows go by COPY in PostgreSQL's binary format, and what is
+"""Decision P31: a snapshot's rows go by COPY in PostgreSQL's binary format, and what is
 stored is what the text format stored (FS §5.4: what is stored equals the in-memory state), for
 texts that need escaping in the text format too. Where a value is not of its column's type (a
 ``now`` without a time zone), the main rows keep the text format. Its FLID lists go as one

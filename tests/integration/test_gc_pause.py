@@ -1,4 +1,4 @@
-"""P20 (issue 16, snapshot speed): the pump processes a large message (a body of 1 MB or more, a
+"""P20 (snapshot speed): the pump processes a large message (a body of 1 MB or more, a
 daily schedule of ~1,000 flights and up) with the cyclic garbage collector paused, and resumes it
 when the message is done, however it ends (SUCCEEDED, DEAD); a small message runs with it as it
 was, and a collector someone else turned off stays off. P26: the objects of start-up are frozen out
@@ -70,7 +70,7 @@ def test_p26_first_pump_leaves_start_up_objects_out_of_collections_once(app):
 
 
 def test_p30_large_message_objects_freed_after_its_commit_not_before(app):
-    """P30 (issue 16, snapshot): a large message's objects (its decoded tree, decision and written
+    """P30 (snapshot): a large message's objects (its decoded tree, decision and written
     states) are still held while its commit and post-commit steps run, so freeing them does not
     delay its terminal commit; they are freed once it is done. A small message holds nothing."""
     held: list[int] = []

@@ -1,4 +1,4 @@
-"""Group commit (issue 16, docs/decisions.md P10): the pump commits consecutive folded messages
+"""Group commit (docs/decisions.md P10): the pump commits consecutive folded messages
 together; a message that would roll back abandons the open group, which is redone one commit per
 message; strict mailbox-id order (INV-3), terminal exactly once (INV-8) and marks written once hold."""
 
@@ -37,7 +37,7 @@ def _count_commits(app) -> list[int]:
 
 
 def test_p10_consecutive_messages_share_one_commit(app):
-    """Issue 16 "group commit": 20 GTDT messages drained by the pump take far fewer commits than
+    """20 GTDT messages drained by the pump take far fewer commits than
     messages, and each is SUCCEEDED once, in id order, released and marked."""
     ids = [app.mailbox.put(gtdt(f"G{i % 4}", (1, f"A{i}"))) for i in range(20)]
     commits = _count_commits(app)

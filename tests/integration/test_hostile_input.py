@@ -1,4 +1,4 @@
-"""Hostile mailbox rows concern themselves only (issue 13 items 4, 5 and 6), on the real servers.
+"""Hostile mailbox rows concern themselves only, on the real servers.
 
 - item 4: a row holding bytes ED A0 80 (stored by MariaDB in strict mode) ends DEAD(malformed)
   with an ``encoding:`` detail; the 50 rows before it and after it succeed and ``msgx pump
@@ -42,7 +42,7 @@ def insert_bytes(mailbox_url: str, data: bytes) -> int:
 
 
 def test_item4_an_undecodable_row_ends_dead_alone_and_pump_drain_exits(app, env_for):
-    """Issue 13 item 4: 50 rows, a row with ED A0 80 in a remark, 50 rows. ``msgx pump --drain``
+    """50 rows, a row with ED A0 80 in a remark, 50 rows. ``msgx pump --drain``
     exits 0; the bad row is DEAD(malformed, MALFORMED) at once (no attempt counted), its detail says encoding
     and shows the bytes; all 100 others SUCCEEDED. The mailbox reads it within a batch, and the
     replay preview reports it as not decodable instead of failing."""
@@ -63,7 +63,7 @@ def test_item4_an_undecodable_row_ends_dead_alone_and_pump_drain_exits(app, env_
 
 
 def test_item5_oversized_identity_fields_die_at_once_and_never_stall_the_queue(app):
-    """Issue 13 item 5 (D26): each oversized body is DEAD(malformed) at once with a detail
+    """D26: each oversized body is DEAD(malformed) at once with a detail
     naming the field, no FAILED attempt, no identity bound; the good message behind each
     SUCCEEDED in the one drain; an ignored type (LDM) is still SKIPPED by its ignore rule (US-04).
     HTTP refuses the same bodies with 400 invalid_field."""
@@ -96,7 +96,7 @@ def test_item5_oversized_identity_fields_die_at_once_and_never_stall_the_queue(a
 
 
 def test_item6_a_lying_encoding_declaration_lands_as_the_same_characters_on_both_paths(app):
-    """Issue 13 item 6, decisions F8: ``encoding="ISO-8859-1"`` over UTF-8 text SUCCEEDED through
+    """Decisions F8: ``encoding="ISO-8859-1"`` over UTF-8 text SUCCEEDED through
     the mailbox and through HTTP, both with the remark exactly as written (no mojibake); the same
     declaration over bytes that are not UTF-8 is refused by HTTP with the error JSON."""
     remark = "航班延误 Café Ünïcödé"

@@ -1,4 +1,4 @@
-"""API access control and the access log over a real socket (issue 14 item 5, OPS-2): ``msgx serve``
+"""API access control and the access log over a real socket (OPS-2): ``msgx serve``
 as a process against the test's PostgreSQL and MariaDB.
 
 MSGX_API_TOKEN set -> every endpoint but GET /metrics and /openapi.json needs ``Authorization:

@@ -1,4 +1,4 @@
-"""The probes of ``msgx serve`` (issue 38 item 7, OPS-2): ``GET /healthz`` (the process is up, no
+"""The probes of ``msgx serve`` (OPS-2): ``GET /healthz`` (the process is up, no
 database asked) and ``GET /readyz`` (both databases reachable, the state schema current; 503 with
 the reason otherwise), open without the API token, answering within seconds when a database hangs.
 Real PostgreSQL and MariaDB; one test over a real socket against ``msgx serve``."""

@@ -102,7 +102,7 @@ def test_non_utf8_charset_parameter_is_415(app, ctype):
 
 
 def test_xml_declaration_encoding_is_ignored_and_the_text_is_stored_as_sent(app, settings):
-    """Issue 13 item 6, decisions F8: a GBK declaration over UTF-8 bytes is not a reason to refuse
+    """Decisions F8: a GBK declaration over UTF-8 bytes is not a reason to refuse
     (the declaration is ignored on both paths); the characters are stored exactly as sent."""
     body = '<?xml version="1.0" encoding="GBK"?><MSG><A>航班</A></MSG>'
     resp = client_for(app).post("/cminmsgs/send", content=body.encode(), headers={"Content-Type": "text/xml"})

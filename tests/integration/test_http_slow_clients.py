@@ -1,5 +1,5 @@
 """`msgx serve` against slow, surplus and malformed clients, over a real socket with the server as
-a process (issue 13 item 12): header and body read timeouts, the connection cap, and the error
+a process: header and body read timeouts, the connection cap, and the error
 JSON (US-02 AC3) for every refusal msgx can see. Waits are conditions with a deadline; no test
 asserts how long anything took."""
 

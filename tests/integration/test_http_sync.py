@@ -79,8 +79,8 @@ def test_registrar_extension_point_receives_the_parsed_window(app):
 # --- description and documentation ----------------------------------------------------------
 def test_openapi_describes_the_endpoints_and_every_error_code(app):
     """Q3: /openapi.json lists the endpoints with their methods and the error enum
-    is exactly the code's table; issue 14 item 5: the API endpoints declare the bearer token,
-    /metrics and the probes (issue 38 item 7) do not."""
+    is exactly the code's table; the API endpoints declare the bearer token,
+    /metrics and the probes do not."""
     resp = client_for(app).get("/openapi.json")
     assert resp.status_code == 200
     doc = resp.json()

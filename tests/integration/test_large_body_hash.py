@@ -1,5 +1,5 @@
 """A package over 1 MB goes through the real pump with its canonical hash from the worker process
-(issue 16, decision P17, ``pipeline/offload.py``) and keeps every identity rule (INV-9, US-03 AC3, D26): the stored
+(decision P17, ``pipeline/offload.py``) and keeps every identity rule (INV-9, US-03 AC3, D26): the stored
 hash is the one computed in place, a resend with a new DTTM is SKIPPED(duplicate) whether its hash
 came from the worker or was computed in place, and other content under the same identity is an
 identity conflict."""

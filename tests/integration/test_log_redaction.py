@@ -1,4 +1,4 @@
-"""Issue 14 item 4 (OPS-2): no whole message body in logs. Database errors are a path for bodies to
+"""OPS-2: no whole message body in logs. Database errors are a path for bodies to
 reach a log line: SQLAlchemy puts a failing statement's parameters into the error text (every engine
 msgx builds hides them), and the server may quote the offending value in its own message (the
 log call sites pass such texts through ``safe_text``: 200 characters at most)."""

@@ -1,4 +1,4 @@
-"""``GET /metrics`` (issue 14 item 4, OPS-2): Prometheus text computed from PostgreSQL at scrape
+"""``GET /metrics`` (OPS-2): Prometheus text computed from PostgreSQL at scrape
 time, parsed with prometheus-client's own parser and checked against a queue state built through the
 real pipeline plus a few rows written directly (an open head of known age, requests, the pump lock)."""
 
@@ -60,7 +60,7 @@ def known_state(app) -> None:
 
 
 def test_metrics_report_the_queue_state_from_postgresql(app):
-    """Issue 14 item 4: queue depth and head age, messages by status and reason, dead letters,
+    """Queue depth and head age, messages by status and reason, dead letters,
     backfill pending and oldest age, outbox undelivered, requests open/timeout, pump liveness
     (heartbeat), mode; every series is prefixed msgx_."""
     known_state(app)
@@ -116,7 +116,7 @@ def test_pump_lock_and_check_states_show_once_known(app):
 
 
 def test_metrics_stay_open_with_a_token_and_answer_when_postgresql_is_down(app, pg_dbs):
-    """Issue 14 item 5: /metrics needs no token; a scrape with the state database unreachable still
+    """/metrics needs no token; a scrape with the state database unreachable still
     answers, with msgx_database_up 0 and the mode."""
     assert one(scrape(app, api_token="s3cret"), "msgx_database_up") == 1
     from msgx_engine.db import make_engine

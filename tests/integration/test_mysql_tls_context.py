@@ -1,4 +1,4 @@
-"""MariaDB connections share one TLS context for PyMySQL's preferred mode (issue 16).
+"""MariaDB connections share one TLS context for PyMySQL's preferred mode.
 
 Building the context loads the system's CA certificates (about 25 ms of CPU), which every Dagster
 run and pump start paid for each mailbox connection it opened. The mode does not change: a

@@ -1,5 +1,5 @@
 """What one GTDT costs the protocol in statements (docs/pipeline.md "Performance"): the head, one
-load (issue 16: main row and details together), the pipelined writes, one guarded status
+load (main row and details together), the pipelined writes, one guarded status
 statement. D26's identity window binds inside the status statement and D30's MAFL refresh reads
 nothing for a flight that is no code-share child, so neither adds a statement to the hot path."""
 
@@ -14,7 +14,7 @@ from tests.pipeline_support import drain_now, gates, proc
 
 
 def test_d26_d30_a_gtdt_on_a_known_flight_costs_the_documented_statements(app, clock):
-    """docs/pipeline.md: head 1, load 1 (main row and details in one statement, issue 16), writes 4
+    """docs/pipeline.md: head 1, load 1 (main row and details in one statement), writes 4
     (upsert, detail delete, detail insert, outbox insert; pipelined into one round trip), status 1
     (with the identity binding): 7 statements. A GTDT that creates its flight has no details to
     delete, and costs one look for code-share children that may already wait for it (D30): 7."""
@@ -41,7 +41,7 @@ def test_d26_d30_a_gtdt_on_a_known_flight_costs_the_documented_statements(app, c
 
 def test_an_intake_pass_of_new_rows_costs_the_documented_statements(app, clock):
     """docs/pipeline.md "intake": the pump scans every pass, so its statements on PostgreSQL are
-    counted (issue 16, latency). Rows above the high-water mark: the position with the open gaps
+    counted (latency). Rows above the high-water mark: the position with the open gaps
     (one statement), which of them are registered or archived (one, US-11 AC3), their insert and
     the high-water mark: 4. None of them can fill a recorded gap (every gap lies below the
     high-water mark), so the gap lookup is not sent; a row below it still looks (late arrival)."""

@@ -1,4 +1,4 @@
-"""Read-ahead in a group (issue 16, docs/decisions.md P11), groups of two-transaction messages
+"""Read-ahead in a group (docs/decisions.md P11), groups of two-transaction messages
 (P12) and the group's write-behind (P13): a group reads its next heads and the states of their
 flights once per transaction and writes its states and statuses once, a group of messages with a
 post-commit step commits their transaction 1 together, and what each leaves behind is exactly

@@ -1,5 +1,5 @@
 """A message whose events would exceed the Kafka record limit is refused at processing time
-(issue 13 item 8(b)): DEAD(oversize) before transaction 1 commits, nothing written, the queue
+(DEAD(oversize) before transaction 1 commits, nothing written, the queue
 moves on; on the dynamic path and on the snapshot (plan) path."""
 
 from __future__ import annotations

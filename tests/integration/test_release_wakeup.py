@@ -1,4 +1,4 @@
-"""Issue 16 (latency): the pump tells its inline dispatcher the moment a commit has made messages
+"""The pump tells its inline dispatcher the moment a commit has made messages
 terminal, i.e. released their events (INV-17b: events are released with the terminal status),
 alone, in a folded group (P10/P13) and in a group of two-transaction messages (P12). Seen from
 another connection, every call finds more terminal messages and released events than the one

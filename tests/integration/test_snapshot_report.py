@@ -62,7 +62,7 @@ def test_the_set_based_comparison_sees_every_kind_of_field(app, msgx):
 
 
 def test_a_package_of_new_flights_skips_the_comparison_and_reports_them_added(app, msgx, monkeypatch):
-    """Issue 16: when every flight a snapshot writes is new (state version 1), nothing was stored
+    """When every flight a snapshot writes is new (state version 1), nothing was stored
     to compare, so the copies and the set-based comparison are skipped; the report is the one the
     comparison would give (all added, none compared or differing). A package that takes over a
     stored flight still compares."""

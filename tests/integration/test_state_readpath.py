@@ -36,7 +36,7 @@ class StatementCounter:
 
 def test_loading_1000_flights_issues_a_constant_number_of_statements(app):
     """FS §9: 1,000 flights cost the same statements as 10 (one: the main rows and all 9 detail
-    tables in one UNION ALL, issue 16), inside one transaction; the live code-share children of
+    tables in one UNION ALL), inside one transaction; the live code-share children of
     any number of masters (D30) cost one statement whatever the family size."""
     written = [flight(n) for n in range(1000)]
     with app.engine.begin() as conn:
@@ -71,7 +71,7 @@ class StatementLog:
 
 
 def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app):
-    """Issue 16, FS §5.4: states at version 1 are flights with no stored row, so the writer path
+    """FS §5.4: states at version 1 are flights with no stored row, so the writer path
     sends no DELETE to the 9 detail tables. 600 of them go the COPY way (the main rows as value
     lists, ``main_values``), 3 the JSON way, and both read back equal to what was written; their
     next states (version 2, one gate fewer) replace the detail rows, which takes the DELETE."""
@@ -99,7 +99,7 @@ def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app
 
 
 def test_first_states_are_copied_in_and_never_overwrite_a_stored_row(app):
-    """Issue 16, decision P24, FS §5.4: a batch of first states (version 1) goes by COPY straight
+    """Decision P24, FS §5.4: a batch of first states (version 1) goes by COPY straight
     into ``flight_schd``, not by an upsert. Were one of its flights stored after all, the batch
     fails on the key and writes nothing: it never overwrites a stored flight in silence."""
     kept = FlightState(flid=flight(7).flid, fields=MappingProxyType({"STND": "KEPT"}), state_version=1)

@@ -1,4 +1,4 @@
-"""``msgx status`` (issue 38 item 6, OPS-2): the operator's one screen, run as the real command
+"""``msgx status`` (OPS-2): the operator's one screen, run as the real command
 against real PostgreSQL and MariaDB, the messages processed by the real pump.
 
 Exit codes: 0 healthy, 1 a check fails (a dead letter's warning included), 2 the state database

@@ -1,6 +1,6 @@
 """The first kind of content hash (sis/content_hash.py, P17) is stored and compared across
 versions (bindings made before P28 hold it): these values were computed by the implementation
-before issue 16 made the walk cheaper, over the edge cases of its rule (META/DTTM only as
+before the walk was made cheaper, over the edge cases of its rule (META/DTTM only as
 MSG/META/DTTM, namespaced attributes left out, sorted and stripped attributes, text before the
 first child only, comments, PIs, tails, CDATA, Unicode whitespace). tests/unit/test_sis_corpus.py
 pins the corpus's hashes the same way; tests/unit/test_content_hash.py holds the second kind."""
@@ -69,7 +69,7 @@ def plain_hash(root: etree._Element) -> str:
 
 
 def test_every_repository_document_hashes_as_the_plain_walk() -> None:
-    """The samples, golden cases and bad inputs that parse: the recursive walk (issue 16) and the
+    """The samples, golden cases and bad inputs that parse: the recursive walk and the
     plain one give the same hash."""
     from pathlib import Path
 

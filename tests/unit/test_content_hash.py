@@ -143,7 +143,7 @@ _MARKER_BYTES = b'xmlns :&#="<!?> a'
 @given(st.binary(max_size=40).map(lambda b: bytes(_MARKER_BYTES[c % len(_MARKER_BYTES)] for c in b)))
 @settings(max_examples=2000, deadline=None)
 def test_the_marker_tests_find_what_the_markers_find(spelled: bytes) -> None:
-    """``_walk_only`` (a cheap test before each marker's search, issue 16) sends a spelling to the
+    """``_walk_only`` (a cheap test before each marker's search) sends a spelling to the
     walk exactly when one of ``_WALK_ONLY``'s markers is in it."""
     assert ch._walk_only(spelled) == any(marker in spelled for marker in ch._WALK_ONLY)
 

@@ -1,4 +1,4 @@
-"""Delivery without Kafka (issue 38 item 9, OPS-2): with MSGX_KAFKA_BOOTSTRAP unset the released
+"""Delivery without Kafka (OPS-2): with MSGX_KAFKA_BOOTSTRAP unset the released
 events stay pending by design, so the delivery_backlog check says "not configured" as the Redis
 projection does, instead of failing two minutes into every demo; a configured Kafka is judged as
 before, and dead events fail either way."""

@@ -1,4 +1,4 @@
-"""The envelope formats and the text rules of the decoder (issue 13 items 4, 5, 6; decisions F7-F9).
+"""The envelope formats and the text rules of the decoder (decisions F7-F9).
 
 Pure: ``sis.envelope`` and ``sis.decode`` on strings and bytes, no server."""
 

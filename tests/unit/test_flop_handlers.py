@@ -79,7 +79,7 @@ def test_missing_flid_and_unknown_subtype():
 
 
 def test_invalid_enumeration_is_dead():
-    """Issue #4 item 3: FDIV@DDIR must be TO/FROM."""
+    """FDIV@DDIR must be TO/FROM."""
     decision = handle_flop(decode(flop("FDIV", "F1", '<FDIV DDES="HKG" DDIR="TOO">X</FDIV>').encode()), {})
     assert decision.outcome == DEAD and "DDIR" in decision.detail
 

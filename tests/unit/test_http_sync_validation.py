@@ -93,7 +93,7 @@ def test_loopback_detection(host, loopback):
 
 
 def test_public_bind_needs_explicit_permission():
-    """US-02 AC4: a non-loopback bind is refused unless allow_public; issue 14 item 5: allow_public
+    """US-02 AC4: a non-loopback bind is refused unless allow_public; allow_public
     is refused without an API token (and without TLS: tests/unit/test_http_tls.py)."""
     with pytest.raises(ConfigError, match="--allow-public"):
         check_bind("0.0.0.0", allow_public=False)

@@ -1,5 +1,5 @@
 """The Kafka producer's forced delivery guarantees (D14, US-07 AC5), its compression, timeout and
-record-size settings (issue 13 items 8/9), and the dispatch schedule's skip; no broker."""
+record-size settings (and the dispatch schedule's skip; no broker."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_producer_config_forces_delivery_guarantees():
 
 
 def test_producer_compresses_and_waits_out_a_broker_freeze_by_default():
-    """Issue 13 items 8(a)/9: lz4 compression and a 120 s delivery timeout (message.timeout.ms)
+    """Lz4 compression and a 120 s delivery timeout (message.timeout.ms)
     unless configured; the producer's own size limit never undercuts the pipeline's record limit."""
     conf = producer_config("h:1")
     assert conf["compression.type"] == "lz4" and conf["message.timeout.ms"] == 120_000
@@ -43,7 +43,7 @@ def test_producer_compresses_and_waits_out_a_broker_freeze_by_default():
 
 
 def test_record_size_counts_utf8_bytes_and_refuses_over_the_limit():
-    """Issue 13 item 8(b): the check counts the record's UTF-8 bytes (key, value, header allowance),
+    """The check counts the record's UTF-8 bytes (key, value, header allowance),
     names the flight and the setting, and passes a record at the limit."""
     row = OutboxRow(1, "F1", TOPIC_SCHD, "state", 1, "航" * 1000)          # 3,000 bytes of UTF-8
     assert record_bytes(row) == 3000 + 2 + RECORD_OVERHEAD_BYTES
@@ -53,7 +53,7 @@ def test_record_size_counts_utf8_bytes_and_refuses_over_the_limit():
 
 
 def test_kafka_and_http_settings_from_the_environment(monkeypatch):
-    """Issue 13 items 8, 9, 12: defaults (900,000-byte records, lz4, 120 s delivery timeout; HTTP
+    """Defaults (900,000-byte records, lz4, 120 s delivery timeout; HTTP
     headers 10 s, body 30 s, 100 connections), values read from MSGX_*, nonsense refused (OPS-1)."""
     monkeypatch.setenv("MSGX_DB_URL", "postgresql://x/y")
     monkeypatch.setenv("MSGX_MAILBOX_URL", "mysql://x/y")
@@ -78,7 +78,7 @@ def test_kafka_and_http_settings_from_the_environment(monkeypatch):
 
 
 def test_dispatch_schedule_skips_while_a_dispatch_run_is_queued_or_running():
-    """Issue 13 item 9: a dispatch run can outlast its minute by one send's wait (the delivery
+    """A dispatch run can outlast its minute by one send's wait (the delivery
     timeout), so the schedule skips while one is queued or running instead of piling up runs."""
     with dg.instance_for_test() as instance:     # a temporary sqlite instance (the context needs its ref)
         with dg.build_schedule_context(instance=instance) as ctx:

@@ -1,4 +1,4 @@
-"""Issue 16 (latency), DESIGN §5: the long-lived pump polls the mailbox every ``busy_poll_s`` while
+"""DESIGN §5: the long-lived pump polls the mailbox every ``busy_poll_s`` while
 messages keep coming and every ``idle_poll_s`` once it has been quiet for ``busy_window_s``."""
 
 from msgx_engine.pipeline.pump import PumpOptions, pause_s

@@ -1,4 +1,4 @@
-"""OPS-2 (issue 14 item 4): logs never contain passwords from URLs or whole message bodies (first
+"""OPS-2: logs never contain passwords from URLs or whole message bodies (first
 200 characters at most). The helpers of ``msgx_engine.redact`` and the filter ``msgx`` installs."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ from msgx_engine.redact import BODY_LIMIT, RedactingFilter, clip, redact_urls, s
     ("http://127.0.0.1:8080/x?mail=a@b", "http://127.0.0.1:8080/x?mail=a@b"),
 ])
 def test_url_passwords_are_masked(text, expected):
-    """Issue 14 item 4: a URL's password never reaches a log line; user and host stay readable."""
+    """A URL's password never reaches a log line; user and host stay readable."""
     assert redact_urls(text) == expected
 
 
 def test_bodies_are_clipped_to_200_characters():
-    """Issue 14 item 4 (first 200 chars at most): a 10 kB body keeps its first 200 characters and says how much
+    """A 10 kB body keeps its first 200 characters and says how much
     was left out; short texts are unchanged."""
     body = "<MSG>" + "X" * 10_000 + "</MSG>"
     out = clip(body)

@@ -1,4 +1,4 @@
-"""The runbook (docs/runbook.md, issue 38 item 8) against what points into it and what it tells an
+"""The runbook (docs/runbook.md) against what points into it and what it tells an
 operator to run: every section an alert rule, a check description or ``msgx status`` links to
 exists (headings parsed into GitHub's anchors), every ``msgx`` command it shows parses with the
 real CLI parser, and every Dagster job and sensor it names is one the code location defines.

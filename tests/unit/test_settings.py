@@ -58,7 +58,7 @@ def test_d26_identity_window_is_read_like_24h_90m_2d(monkeypatch):
 
 
 def test_ops3_mode_defaults_to_production_and_refuses_unknown_values(monkeypatch):
-    """Issue 14 item 3 (OPS-3, D29): MSGX_MODE is production unless set to shadow; any other value
+    """OPS-3, D29: MSGX_MODE is production unless set to shadow; any other value
     refuses to start."""
     import pytest
 
@@ -78,7 +78,7 @@ def test_ops3_mode_defaults_to_production_and_refuses_unknown_values(monkeypatch
 
 
 def test_ops3_shadow_refuses_the_production_topic_names_when_kafka_is_set(monkeypatch):
-    """Issue 14 item 3 (OPS-3): shadow with Kafka configured refuses to start unless both
+    """OPS-3: shadow with Kafka configured refuses to start unless both
     MSGX_TOPIC_MSG and MSGX_TOPIC_SCHD differ from the defaults; without Kafka it starts."""
     import pytest
 
@@ -105,7 +105,7 @@ def test_ops3_shadow_refuses_the_production_topic_names_when_kafka_is_set(monkey
 
 
 def test_item6_no_silent_embedded_fallback_cli_refuses_without_urls(tmp_path):
-    """Issue 14 item 6: `msgx pump`, `msgx serve` and the other commands with neither MSGX_DB_URL nor
+    """`msgx pump`, `msgx serve` and the other commands with neither MSGX_DB_URL nor
     MSGX_EMBEDDED refuse to start (exit 2) with a message naming both ways out, and never start
     the embedded PostgreSQL (no data directory appears under MSGX_HOME)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
@@ -118,7 +118,7 @@ def test_item6_no_silent_embedded_fallback_cli_refuses_without_urls(tmp_path):
 
 
 def test_item6_embedded_only_when_asked_for(monkeypatch, tmp_path):
-    """Issue 14 item 6: Settings without URLs resolve to the embedded server only with MSGX_EMBEDDED=1
+    """Settings without URLs resolve to the embedded server only with MSGX_EMBEDDED=1
     (what `msgx demo` sets for the processes it starts); the refusal comes before any server starts."""
     import pytest
 

@@ -91,7 +91,7 @@ def test_size_and_depth_limits():
 
 
 def test_depth_limit_is_exact():
-    """Issue 16 (the depth check runs in libxml2's XPath): nesting of exactly the limit parses,
+    """Nesting of exactly the limit parses,
     one level more is refused as malformed."""
     assert parse_xml("<a>" * 16 + "</a>" * 16, max_depth=16).tag == "a"
     with pytest.raises(SisRefused) as info:
@@ -110,7 +110,7 @@ def test_depth_limit_is_exact():
 def test_inv9_payload_hash_is_stable_across_versions(sample, first, second):
     """INV-9, US-03 AC3: stored payload hashes are compared with new ones (duplicate vs identity
     conflict), so both kinds stay the values they were first given: the first kind (bindings made
-    before P28; issue 16 rewrote its walk for speed, these digests were computed before the
+    before P28; its walk was rewritten for speed, these digests were computed before the
     rewrite), which ordinary bodies are still bound with, and the second, which bodies of 1 MB or
     more are bound with since P28."""
     body = (Path(__file__).resolve().parent.parent / "data" / "sis-samples" / sample).read_bytes()

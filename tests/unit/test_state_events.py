@@ -36,7 +36,7 @@ def test_state_events_equal_the_eager_rows_in_order():
 
 
 def test_a_row_over_the_limit_is_refused_when_it_is_reached():
-    """Issue 13 item 8(b): the rows before the oversize one pass, the oversize one raises."""
+    """The rows before the oversize one pass, the oversize one raises."""
     states = _states(3)
     big = FlightState(flid="BIG", fields=MappingProxyType({"REMK": "x" * 4000}), fday=date(2026, 12, 2),
                       state_version=1, last_message_id=7, deleted=False)

@@ -1,4 +1,4 @@
-"""``msgx status`` rendering (issue 38 item 6), pure: a hand-built report through the real check
+"""``msgx status`` rendering, pure: a hand-built report through the real check
 functions, rendered as text and JSON. The text fits the terminal's width in aligned columns, names
 warnings apart from failures, gives each failing check its first command and runbook section,
 and says the same as the JSON."""

@@ -1,4 +1,4 @@
-"""Snapshot run records and seasonal schedules (issue 5).
+"""Snapshot run records and seasonal schedules.
 
 ``schd_gen_run``: one row per accepted SCHD snapshot (counts, flights left to a later day, D3).
 ``season_*``: SCHS seasons keyed by (SNAM, SDAT, EDAT), each replaced whole; never flight_schd.
