@@ -3,7 +3,7 @@
 Production sets MSGX_DB_URL/MSGX_MAILBOX_URL (and Kafka/Redis). Without them the code location
 refuses to load unless the embedded default was asked for (``msgx demo`` sets MSGX_EMBEDDED=1
 for the Dagster processes it starts): a deployment that lost its environment must fail loudly,
-not process into a private server (issue 14 item 6). Nothing else in msgx_dagster decides which
+not process into a private server. Nothing else in msgx_dagster decides which
 servers to talk to.
 
 Every run carries the tag ``msgx/mode`` (production or shadow, D29), written when the run

@@ -1,9 +1,11 @@
 """Every schedule. Cron is minute-granular: the jobs that must act every few seconds loop inside
 one run for just under a minute (their run config) and are started every minute (DESIGN §5);
 request tracking loops for just under ten minutes, and its minute ticks skip while such a run is
-active (P18: a run start costs the pump's latency seconds of CPU); the daily request jobs run on
-airport local time. The health checks have no schedule: ``health_sensor`` evaluates them every
-30 s without starting a run (``sensors/health.py``).
+active (P18: a run start costs the pump's latency seconds of CPU), unless that run is dead: its
+worker died with its code server and nothing reported it, as its heartbeat shows (``orphans``);
+the tick then fails it and starts the next run. The daily request jobs run on airport local
+time. The health checks have no schedule: ``health_sensor`` evaluates them every 30 s without
+starting a run (``sensors/health.py``).
 
 Shadow mode (D29, OPS-3): the three schedules that register or send requests to the AODB are
 STOPPED by default, and if an operator turns one on anyway each tick is skipped with the reason.
@@ -19,7 +21,8 @@ from msgx_dagster.jobs.common import LOOPING_RUN_S, active_runs, looping_run_con
 from msgx_dagster.jobs.compare import ENV_AGAINST, compare_job, reference
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, pump_job
-from msgx_dagster.jobs.requests import reference_refresh_job, request_tracking_job, snapshot_request_job
+from msgx_dagster.jobs.requests import HEARTBEAT, reference_refresh_job, request_tracking_job, snapshot_request_job
+from msgx_dagster.orphans import STALE_S, end_dead_looping_run
 
 AIRPORT_TZ = "Asia/Shanghai"
 EVERY_MINUTE = "* * * * *"
@@ -27,13 +30,23 @@ SHADOW_SKIP = ("shadow mode (MSGX_MODE=shadow): this instance never sends reques
                "so its request schedules stay off")
 
 
-def looping(context: dg.ScheduleEvaluationContext, job: dg.JobDefinition,
-            op_name: str) -> dg.RunRequest | dg.SkipReason:
+# Run monitoring fails a looping run still going this long after its start: a healthy one ends
+# itself after LOOPING_RUN_S and one last round, so only a hung or orphaned run gets there (a slow
+# backstop: the heartbeat has the schedule replace an orphaned run within two minutes).
+LOOPING_MAX_RUNTIME_TAG = {"dagster/max_runtime": str(int(LOOPING_RUN_S + 300))}
+
+
+def looping(context: dg.ScheduleEvaluationContext, job: dg.JobDefinition, op_name: str,
+            heartbeat: str) -> dg.RunRequest | dg.SkipReason:
     """A run of ``job`` that repeats its round for LOOPING_RUN_S, unless one is still queued or
-    running (P18): the minute tick then skips, and the next one after the run ends starts another."""
+    running (P18): the minute tick then skips, and the next one after the run ends starts another.
+    A STARTED run whose ``heartbeat`` says it is dead (its process is gone from this host, or it
+    has not beaten for STALE_S) is failed first, and the tick starts its successor."""
+    end_dead_looping_run(context, job.name, heartbeat)
     if active_runs(context.instance, job.name):
-        return dg.SkipReason(f"a {job.name} run is still active (each loops for {LOOPING_RUN_S:.0f} s)")
-    return dg.RunRequest(run_config=looping_run_config(op_name))
+        return dg.SkipReason(f"a {job.name} run is still active (each loops for {LOOPING_RUN_S:.0f} s; "
+                             f"one silent for {STALE_S:.0f} s is failed and replaced)")
+    return dg.RunRequest(run_config=looping_run_config(op_name), tags=LOOPING_MAX_RUNTIME_TAG)
 
 
 PUMP_DELIVERS = "the long-lived pump run delivers to Kafka with its inline dispatcher"
@@ -51,11 +64,11 @@ def pump_covers(context: dg.ScheduleEvaluationContext) -> bool:
                          "or the long-lived pump run delivers inline.")
 def dispatch_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """A dispatch run lasts its 55 s plus at most one send's wait for delivery reports (the
-    delivery timeout, 120 s by default, issue 13 item 9), so during a broker outage a run can
+    delivery timeout, 120 s by default), so during a broker outage a run can
     outlast the minute: the tick then skips instead of queueing runs that would pile up. While the
     long-lived pump run is active its inline dispatcher holds the dispatch lock, so a run would
     only start, find the lock taken and stop: the tick skips (a run start costs the pump's
-    latency a few seconds of CPU, issue 16); the schedule is the backstop once no pump runs."""
+    latency a few seconds of CPU); the schedule is the backstop once no pump runs."""
     if active_runs(context.instance, dispatch_job.name):
         return dg.SkipReason("a dispatch run is still queued or running")
     if pump_covers(context):
@@ -96,7 +109,8 @@ def compare_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | d
 def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool,
                      timezone: str | None = None, loop_op: str | None = None) -> dg.ScheduleDefinition:
     """A schedule that makes msgx talk to the AODB: off in shadow mode, and skipped with the reason
-    should someone turn it on there. ``loop_op``: the job loops in that op (``looping``)."""
+    should someone turn it on there. ``loop_op``: the job loops in that op, beating ``HEARTBEAT``
+    (``looping``)."""
     status = dg.DefaultScheduleStatus.RUNNING if on and not shadow else dg.DefaultScheduleStatus.STOPPED
 
     @dg.schedule(name=f"{job.name}_schedule", job=job, cron_schedule=cron, execution_timezone=timezone,
@@ -104,7 +118,7 @@ def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool
     def requests_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         if shadow:
             return dg.SkipReason(SHADOW_SKIP)
-        return looping(context, job, loop_op) if loop_op else dg.RunRequest()
+        return looping(context, job, loop_op, HEARTBEAT) if loop_op else dg.RunRequest()
 
     return requests_schedule
 

@@ -93,7 +93,7 @@ def pump_job() -> None:
 # The sensor's long-lived pump runs carry this tag: while one is active it delivers to Kafka (its
 # inline dispatcher) and marks the mailbox (inline backfill), so the minute schedules of
 # dispatch_job and backfill_job skip instead of starting a run that has nothing to do. Each run
-# start costs a few seconds of CPU, which on a 2-core machine the pump pays in latency (issue 16).
+# start costs a few seconds of CPU, which on a 2-core machine the pump pays in latency.
 LONG_LIVED_TAGS = {"msgx/long_lived_pump": "true"}
 
 

@@ -4,7 +4,10 @@
   time out overdue SENT ones) for the run's ``run_for_s``; the minute schedule starts runs of just
   under ten minutes and skips while one is active (P18). ``singleton:
   requests`` keeps runs apart; the tracker's own advisory lock keeps it apart from a manual
-  ``msgx request track`` too. One COUTMSGS asset event per round that sent something.
+  ``msgx request track`` too. One COUTMSGS asset event per round that sent something. The run
+  leaves a heartbeat (``HEARTBEAT``, every ten seconds between rounds): a run whose worker died
+  with its code server is told from a live one by it, and its schedule fails it and starts the
+  next (``orphans``).
 - ``snapshot_request_job``: daily, registers an RQFD for tomorrow's whole operating day (the
   AODB's SCHD RESP then replaces that day, US-06).
 - ``reference_refresh_job``: daily, registers an RQRD for each of the 23 reference types; its
@@ -20,10 +23,13 @@ import dagster as dg
 
 from msgx_dagster.assets.specs import REQUESTS_OUT
 from msgx_dagster.jobs.common import materialize, singleton, stops_when_terminated
+from msgx_dagster.orphans import Pulse
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.requests.tracker import Registered, RequestTracker, TrackSummary, track_for
 from msgx_engine.sis.requests import RQRD_TYPES
 from msgx_engine.sis.times import local
+
+HEARTBEAT = "request_tracking"     # the heartbeat component of the request-tracking runs
 
 
 class RequestTrackingConfig(dg.Config):
@@ -36,6 +42,8 @@ class RequestTrackingConfig(dg.Config):
 def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingConfig, msgx: MsgxResource) -> None:
     with stops_when_terminated(context) as terminated, msgx.open_app() as app:
         tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+        pulse = Pulse(app.engine, HEARTBEAT)
+        pulse()
 
         def report(summary: TrackSummary) -> None:
             if summary.sent or summary.recovered:
@@ -45,6 +53,7 @@ def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingC
                 context.log.warning(f"request(s) timed out without an answer: {summary.timed_out}")
 
         def pause(seconds: float) -> None:
+            pulse()
             terminated.wait(seconds)
 
         # a terminated run ends its rounds at once: the pause is cut short, and the clock reads

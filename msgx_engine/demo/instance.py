@@ -18,11 +18,14 @@ from pathlib import Path
 STORAGE_DRIVER = "postgresql+psycopg2"
 
 # One run at a time per `singleton` tag value (pump_job has singleton=pump, dispatch_job
-# singleton=dispatch, ...): the same block as deploy/dagster.yaml; a test keeps them equal.
+# singleton=dispatch, ...), each run tagged with who launched it: the same block as
+# deploy/dagster.yaml; a test keeps them equal. (A module path in YAML: no Dagster import here.)
 RUN_LIMITS = """\
 run_coordinator:
-  module: dagster.core.run_coordinator
-  class: QueuedRunCoordinator
+  module: msgx_dagster.run_coordinator
+  class: AttributingRunCoordinator
+  config:
+    user_header: X-Forwarded-User
 concurrency:
   runs:
     tag_concurrency_limits:

@@ -55,6 +55,12 @@ def heartbeats(conn: Connection) -> list[Heartbeat]:
     return [Heartbeat(*r) for r in rows]
 
 
+def database_now(conn: Connection) -> datetime:
+    """PostgreSQL's clock, the one every heartbeat is written with: a heartbeat's age read against
+    it owes nothing to the reader's host clock."""
+    return conn.execute(select(func.now())).scalar_one()
+
+
 def advisory_lock_held(conn: Connection, key: int) -> bool:
     """True when some session holds the session advisory lock ``key`` (the pump's writer lock):
     the server's view of whether a pump runs, whichever host it runs on."""

@@ -105,7 +105,7 @@ def test_deploy_instance_keeps_runs_in_postgres_from_the_environment(dagster_pg,
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
         assert isinstance(instance.schedule_storage, PostgresScheduleStorage)
-        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        assert isinstance(instance.run_coordinator, dg.QueuedRunCoordinator)
         assert limits_singleton(instance, pump_job.tags)
         run = instance.create_run_for_job(pump_job, tags=pump_job.tags)
     with psycopg.connect(dagster_pg) as conn:

@@ -112,7 +112,7 @@ def test_health_sensor_runs_every_30_s_by_default_and_monitor_job_is_on_demand(l
 
 
 def test_ops3_shadow_location_keeps_the_request_schedules_off(location):
-    """Issue 14 item 3 (OPS-3, D29): built for shadow mode, the three schedules that register or send
+    """OPS-3, D29: built for shadow mode, the three schedules that register or send
     AODB requests default to STOPPED, and a tick (someone turned one on) is skipped with the reason;
     the others run as in production. In production the request schedules keep their defaults."""
     shadow = {s.job_name: s for s in location.build_defs(shadow=True).schedules}
@@ -131,7 +131,7 @@ def test_ops3_shadow_location_keeps_the_request_schedules_off(location):
 
 
 def test_item6_code_location_without_urls_refuses_to_load(tmp_path):
-    """Issue 14 item 6: a Dagster code location with no MSGX_DB_URL (and no MSGX_EMBEDDED) refuses to
+    """A Dagster code location with no MSGX_DB_URL (and no MSGX_EMBEDDED) refuses to
     load with a clear message instead of starting the embedded PostgreSQL; so does one with an
     unknown MSGX_MODE."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}

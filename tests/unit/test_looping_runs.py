@@ -1,4 +1,4 @@
-"""P18 (issue 16, latency): request tracking (US-08, D16) repeats its round inside one run of just
+"""P18 (latency): request tracking (US-08, D16) repeats its round inside one run of just
 under ten minutes, and its minute schedule skips while such a run is queued or running, so the pump
 pays one run start per ten minutes, not one per minute. ``repeat_for`` is the loop the run is built
 on (fake time: nothing sleeps). The health checks need no run at all: a sensor evaluates them."""

@@ -1,4 +1,4 @@
-"""Issue 16 (latency): while the sensor's long-lived pump run is active it delivers to Kafka (its
+"""While the sensor's long-lived pump run is active it delivers to Kafka (its
 inline dispatcher) and marks the mailbox (inline backfill), so the minute schedules of
 dispatch_job and backfill_job skip instead of starting runs whose start-up CPU the pump pays in
 latency. A pump run without the tag (a manual drain run: no inline dispatcher) does not stop them,
