@@ -107,14 +107,15 @@ def compare_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | d
 
 
 def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool,
-                     timezone: str | None = None, loop_op: str | None = None) -> dg.ScheduleDefinition:
+                     timezone: str | None = None, loop_op: str | None = None,
+                     description: str | None = None) -> dg.ScheduleDefinition:
     """A schedule that makes msgx talk to the AODB: off in shadow mode, and skipped with the reason
     should someone turn it on there. ``loop_op``: the job loops in that op, beating ``HEARTBEAT``
     (``looping``)."""
     status = dg.DefaultScheduleStatus.RUNNING if on and not shadow else dg.DefaultScheduleStatus.STOPPED
 
     @dg.schedule(name=f"{job.name}_schedule", job=job, cron_schedule=cron, execution_timezone=timezone,
-                 default_status=status)
+                 default_status=status, description=description)
     def requests_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         if shadow:
             return dg.SkipReason(SHADOW_SKIP)
@@ -128,13 +129,20 @@ def schedules_for(*, shadow: bool) -> list[dg.ScheduleDefinition]:
     return [
         # Archiving once a day in the quiet hours (US-11); the retention comes from MSGX_ARCHIVE_AFTER.
         dg.ScheduleDefinition(job=archive_job, cron_schedule="0 3 * * *", execution_timezone=AIRPORT_TZ,
-                              default_status=dg.DefaultScheduleStatus.RUNNING),
+                              default_status=dg.DefaultScheduleStatus.RUNNING,
+                              description="Starts archive_job every day at 03:00 airport time."),
         backfill_schedule,
         dispatch_schedule,
         compare_schedule,
-        request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow, loop_op="request_tracking_op"),
+        request_schedule(request_tracking_job, EVERY_MINUTE, on=True, shadow=shadow, loop_op="request_tracking_op",
+                         description="Starts request_tracking_job every minute unless one still runs; skipped "
+                                     "in shadow mode."),
         # Tomorrow's day plan (RQFD) at 22:00; the AODB's SCHD RESP then replaces that day (US-06).
-        request_schedule(snapshot_request_job, "0 22 * * *", on=True, shadow=shadow, timezone=AIRPORT_TZ),
+        request_schedule(snapshot_request_job, "0 22 * * *", on=True, shadow=shadow, timezone=AIRPORT_TZ,
+                         description="Every day at 22:00 airport time: asks the AODB for tomorrow's flight plan; "
+                                     "skipped in shadow mode."),
         # An RQRD per reference type daily; STOPPED until the reference line is in production (turn it on in the UI).
-        request_schedule(reference_refresh_job, "30 3 * * *", on=False, shadow=shadow, timezone=AIRPORT_TZ),
+        request_schedule(reference_refresh_job, "30 3 * * *", on=False, shadow=shadow, timezone=AIRPORT_TZ,
+                         description="Every day at 03:30 airport time: asks the AODB for every reference table; "
+                                     "off until turned on; skipped in shadow mode."),
     ]

@@ -15,6 +15,7 @@ from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import Projection, connect, post_commit_hooks
 from msgx_engine.mailbox.adapter import Mailbox, MailboxError
 from msgx_engine.mailbox.lock import MailboxLock
+from msgx_engine.monitor import names
 from msgx_engine.monitor.alerts import Alerter
 from msgx_engine.monitor.checks import CHECKS, CheckResult, Drift
 from msgx_engine.monitor.figures import figures
@@ -112,7 +113,7 @@ class App:
 
     def check(self, name: str) -> CheckResult:
         """One health check now, without alerting (a check clicked in the Dagster UI)."""
-        drift = self.projection_drift() if name == "projection_drift" else None
+        drift = self.projection_drift() if name == names.PROJECTION_DRIFT else None
         f = replace(figures(self.engine, self.mailbox), kafka_configured=bool(self.settings.kafka_bootstrap))
         return CHECKS[name](f, drift)
 

@@ -1,4 +1,4 @@
-"""The ``msgx`` command: run, inspect and operate msgx from a shell."""
+"""The msgx command: run, inspect and operate msgx from a shell."""
 
 from __future__ import annotations
 
@@ -608,7 +608,7 @@ def parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="load demo messages into the embedded default and run the platform")
     demo.add_argument("--headless", action="store_true", help="run the pump once, print a summary and exit")
-    demo.add_argument("--port", type=int, default=3000)
+    demo.add_argument("--port", type=int, default=3000, help="the Dagster UI's port on 127.0.0.1 (default 3000)")
     demo.add_argument("--stop", action="store_true", help="stop the embedded PostgreSQL server and exit")
     demo.add_argument("--fix-fault", action="store_true",
                       help="the fix step of the demo's rehearsed failure: stop the state database refusing "
@@ -616,31 +616,34 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=int, help="seed of the generated day (same seed, same messages and counts)")
     demo.set_defaults(func=cmd_demo)
 
-    db = sub.add_parser("db", help="state database schema")
-    db.add_argument("action", choices=["upgrade", "downgrade"])
-    db.add_argument("revision", nargs="?")
+    db = sub.add_parser("db", help="bring msgx's state database schema up to date (upgrade) or back (downgrade)")
+    db.add_argument("action", choices=["upgrade", "downgrade"], help="upgrade or downgrade")
+    db.add_argument("revision", nargs="?", help="the schema revision to reach (default: the newest for "
+                                                "upgrade, none at all for downgrade)")
     db.set_defaults(func=cmd_db)
 
-    mb = sub.add_parser("mailbox", help="test/demo mailbox")
+    mb = sub.add_parser("mailbox", help="a test or demo mailbox: create its tables, put message files in it")
     mb_sub = mb.add_subparsers(dest="action", required=True)
     mb_sub.add_parser("init", help="create cminmsgs/coutmsgs (test or demo databases only)")
     put = mb_sub.add_parser("put", help="insert message files as the AODB adapter does")
-    put.add_argument("files", nargs="+")
+    put.add_argument("files", nargs="+", help="message files, one message each")
     mb.set_defaults(func=cmd_mailbox)
 
-    pump = sub.add_parser("pump", help="run the pump")
+    pump = sub.add_parser("pump", help="process the mailbox's messages in order, by hand (as pump_job does)")
     pump.add_argument("--drain", action="store_true", help="process until nothing is processable, then exit 0")
     pump.add_argument("--idle-for", type=float, default=600.0, help="idle-poll seconds before exiting")
-    pump.add_argument("--max-runtime", type=float, default=3600.0)
+    pump.add_argument("--max-runtime", type=float, default=3600.0, help="seconds after which it exits even "
+                                                                        "while work remains")
     pump.set_defaults(func=cmd_pump)
 
     dispatch = sub.add_parser("dispatch", help="deliver released events to Kafka")
-    dispatch.add_argument("--drain", action="store_true")
+    dispatch.add_argument("--drain", action="store_true", help="deliver everything due now, then exit (1 when "
+                                                               "events remain undelivered)")
     dispatch.set_defaults(func=cmd_dispatch)
 
-    serve = sub.add_parser("serve", help="HTTP API")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8080)
+    serve = sub.add_parser("serve", help="serve the HTTP API, /metrics and the health probes")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8080, help="the port to listen on (default 8080)")
     serve.add_argument("--allow-public", action="store_true",
                        help="permit a non-loopback bind; needs MSGX_API_TOKEN and either --tls-cert/--tls-key "
                             "or --behind-tls-proxy")
@@ -680,10 +683,11 @@ def parser() -> argparse.ArgumentParser:
                         help="replay even where later messages have changed a flight since (why)")
     replay.set_defaults(func=cmd_replay)
 
-    skip = sub.add_parser("skip", help="end an open message that cannot proceed: SKIPPED(operator_skip), audited")
-    skip.add_argument("msg_id", type=int)
-    skip.add_argument("--operator", required=True)
-    skip.add_argument("--reason", required=True)
+    skip = sub.add_parser("skip", help="end an open message that cannot proceed: it ends SKIPPED with reason "
+                                       "operator_skip (recorded in the audit trail)")
+    skip.add_argument("msg_id", type=int, metavar="ID", help="the message's mailbox id")
+    skip.add_argument("--operator", required=True, help="who ends it (recorded in the audit trail)")
+    skip.add_argument("--reason", required=True, help="why it cannot proceed")
     skip.set_defaults(func=cmd_skip)
 
     ack = sub.add_parser("acknowledge", help="close dead or unsupported messages that will not be replayed: they "
@@ -706,7 +710,7 @@ def parser() -> argparse.ArgumentParser:
     ob.set_defaults(func=cmd_outbox)
 
     arch = sub.add_parser("archive", help="move finished messages to the archive tables, purge old flights "
-                                          "and ledgers")
+                                          "and old snapshot records")
     arch.add_argument("--older-than", help="retention of terminal messages, e.g. 2d (default MSGX_ARCHIVE_AFTER; "
                                            "0s allowed); identity bindings inside MSGX_IDENTITY_WINDOW are kept")
     arch.add_argument("--dry-run", action="store_true", help="print what would be archived or removed")
@@ -718,13 +722,13 @@ def parser() -> argparse.ArgumentParser:
                                              "to a restored state database (audited)")
     recover.add_argument("--apply", action="store_true",
                          help="register them, replay in id order, rebuild the projection")
-    recover.add_argument("--operator")
-    recover.add_argument("--reason")
+    recover.add_argument("--operator", help="who does it (recorded in the audit trail)")
+    recover.add_argument("--reason", help="why (with --apply)")
     recover.set_defaults(func=cmd_recover)
     adopt = sub.add_parser("adopt", help="first installation on a mailbox that was processed recently: take its "
                                          "processed rows as history from before this installation (audited)")
-    adopt.add_argument("--operator", required=True)
-    adopt.add_argument("--reason", required=True)
+    adopt.add_argument("--operator", required=True, help="who does it (recorded in the audit trail)")
+    adopt.add_argument("--reason", required=True, help="why")
     adopt.set_defaults(func=cmd_adopt)
     shadow = sub.add_parser("shadow", help="a shadow installation's starting point")
     shadow_sub = shadow.add_subparsers(dest="shadow_command", required=True)
@@ -735,8 +739,8 @@ def parser() -> argparse.ArgumentParser:
                     "processes every mailbox row from ID on, whether production has processed it or not, so its "
                     "flights match production's from the start. Give the first id of the oldest day to compare.")
     start.add_argument("id", type=int, metavar="ID", help="the first mailbox id to process")
-    start.add_argument("--operator", required=True)
-    start.add_argument("--reason", required=True)
+    start.add_argument("--operator", required=True, help="who does it (recorded in the audit trail)")
+    start.add_argument("--reason", required=True, help="why")
     start.set_defaults(func=cmd_shadow_start_from)
     cutover = sub.add_parser(
         "cutover", help="hand the right to process and mark the mailbox from one installation to another, and "

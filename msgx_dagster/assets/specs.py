@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from msgx_engine.monitor import names
+from msgx_engine.monitor.thresholds import HEALTH_INTERVAL
+
 MAILBOX = dg.AssetKey(["aodb", "cminmsgs"])
 REQUESTS_OUT = dg.AssetKey(["aodb", "coutmsgs"])
 PROC_STATE = dg.AssetKey(["msgx", "proc_state"])
@@ -17,24 +20,33 @@ PROJECTION = dg.AssetKey(["redis", "flightInfo"])
 PARALLEL_RUN = dg.AssetKey(["msgx", "parallel_run"])
 
 ASSET_SPECS: list[dg.AssetSpec] = [
-    dg.AssetSpec(MAILBOX, description="Shared MySQL mailbox CMINMSGS written by the AODB (external).",
+    dg.AssetSpec(MAILBOX, description="The AODB's mailbox (table CMINMSGS in its MySQL database): the "
+                 "messages the AODB writes for msgx. Owned by the AODB; msgx reads it and marks each row "
+                 "processed.",
                  group_name="aodb", kinds={"mysql"}),
-    dg.AssetSpec(REQUESTS_OUT, description="COUTMSGS: requests msgx sends to the AODB (RQFD/RQRD).",
+    dg.AssetSpec(REQUESTS_OUT, description="The requests msgx writes for the AODB (table COUTMSGS in the "
+                 "mailbox database): day flight plans (RQFD) and reference tables (RQRD).",
                  group_name="aodb", kinds={"mysql"}, deps=[PROC_STATE]),
-    dg.AssetSpec(PROC_STATE, description="Per-message processing record (status, reason, attempts) and "
-                 "the backfill todo that marks CMINMSGS_DATE_PROCESSED.", group_name="msgx",
+    dg.AssetSpec(PROC_STATE, description="msgx's record of every mailbox message: whether it was processed, skipped or "
+                 "gave up (a dead letter), why, and after how many attempts; plus the processed-marks still "
+                 "to write back into the mailbox.", group_name="msgx",
                  kinds={"postgres"}, deps=[MAILBOX]),
-    dg.AssetSpec(FLIGHT_STATE, description="Authoritative current flight state: flight_schd + 9 detail "
-                 "tables, snapshot ledgers.", group_name="msgx", kinds={"postgres"}, deps=[PROC_STATE]),
-    dg.AssetSpec(REFERENCE_DATA, description="Reference data (ref_master) from the AODB's 23 types.",
+    dg.AssetSpec(FLIGHT_STATE, description="The current state of every flight, as msgx holds it in "
+                 "PostgreSQL (the truth that Kafka and Redis are fed from), and the record of each daily "
+                 "snapshot applied.", group_name="msgx", kinds={"postgres"}, deps=[PROC_STATE]),
+    dg.AssetSpec(REFERENCE_DATA, description="The AODB's 23 kinds of reference table (the stand -> airbridge "
+                 "mapping among them), as msgx last received them.",
                  group_name="msgx", kinds={"postgres"}, deps=[PROC_STATE]),
-    dg.AssetSpec(OUTBOX, description="msg_event outbox: change and whole-state events, released in "
-                 "transaction 2.", group_name="msgx", kinds={"postgres"}, deps=[FLIGHT_STATE]),
-    dg.AssetSpec(KAFKA_MSG, description="Kafka topic msg: one record per change, key FLID.",
+    dg.AssetSpec(OUTBOX, description="The outbox: the change and whole-flight events waiting to be "
+                 "sent to Kafka, kept until Kafka confirms them.", group_name="msgx", kinds={"postgres"},
+                 deps=[FLIGHT_STATE]),
+    dg.AssetSpec(KAFKA_MSG, description="Kafka topic msg: one record per flight change, keyed by flight id.",
                  group_name="delivery", kinds={"kafka"}, deps=[OUTBOX]),
-    dg.AssetSpec(KAFKA_SCHD, description="Kafka topic schd: latest whole state per FLID per flush.",
+    dg.AssetSpec(KAFKA_SCHD, description="Kafka topic schd: the latest whole state of each changed flight, keyed "
+                 "by flight id.",
                  group_name="delivery", kinds={"kafka"}, deps=[OUTBOX]),
-    dg.AssetSpec(PROJECTION, description="Redis hash flightInfo: whole-state JSON per FLID.",
+    dg.AssetSpec(PROJECTION, description="Redis hash flightInfo: every flight's whole state as JSON, keyed by flight "
+                 "id, for systems that read the current state.",
                  group_name="delivery", kinds={"redis"}, deps=[FLIGHT_STATE]),
     dg.AssetSpec(PARALLEL_RUN, description="The parallel run before going live: each comparison of this "
                  "installation's flights with the reference, with its unexplained and explained differences, "
@@ -57,15 +69,15 @@ HEALTH_REFERENCE_DATA = dg.AssetKey(["msgx", "health", "reference_data"])
 
 # engine check name -> the health asset that carries it; a check not named here lands on processing
 CHECK_AREAS: dict[str, dg.AssetKey] = {
-    "backlog_age": HEALTH_PROCESSING,
-    "dead_letters": HEALTH_PROCESSING,
-    "backfill_lag": HEALTH_PROCESSING,
-    "unsupported_types": HEALTH_PROCESSING,
-    "pipeline_liveness": HEALTH_PROCESSING,
-    "delivery_backlog": HEALTH_DELIVERY,
-    "projection_drift": HEALTH_DELIVERY,
-    "request_timeouts": HEALTH_REQUESTS,
-    "stand_mapping": HEALTH_REFERENCE_DATA,
+    names.BACKLOG_AGE: HEALTH_PROCESSING,
+    names.DEAD_LETTERS: HEALTH_PROCESSING,
+    names.BACKFILL_LAG: HEALTH_PROCESSING,
+    names.UNSUPPORTED_TYPES: HEALTH_PROCESSING,
+    names.PIPELINE_LIVENESS: HEALTH_PROCESSING,
+    names.DELIVERY_BACKLOG: HEALTH_DELIVERY,
+    names.PROJECTION_DRIFT: HEALTH_DELIVERY,
+    names.REQUEST_TIMEOUTS: HEALTH_REQUESTS,
+    names.STAND_MAPPING: HEALTH_REFERENCE_DATA,
 }
 
 
@@ -74,7 +86,7 @@ def health_asset(check_name: str) -> dg.AssetKey:
     return CHECK_AREAS.get(check_name, HEALTH_PROCESSING)
 
 
-_HEALTH_NOTE = (" Its checks are evaluated by the health sensor every 30 s; this asset is never "
+_HEALTH_NOTE = (f" Its checks are evaluated by the health sensor every {HEALTH_INTERVAL.words}; this asset is never "
                 "materialized, so the checks always show their latest result.")
 
 HEALTH_SPECS: list[dg.AssetSpec] = [

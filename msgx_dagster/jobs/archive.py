@@ -15,7 +15,7 @@ class ArchiveConfig(dg.Config):
     batch: int = 1000
 
 
-@dg.op(description="Archive finished messages, retire and purge old flights, drop old ledgers (US-11).")
+@dg.op(description="Archive finished messages, retire and purge old flights, drop old snapshot records.")
 def archive_op(context: dg.OpExecutionContext, config: ArchiveConfig, msgx: MsgxResource) -> None:
     older_than = parse_duration(config.older_than, name="older_than") if config.older_than else None
     with msgx.open_app() as app:
@@ -30,6 +30,7 @@ def archive_op(context: dg.OpExecutionContext, config: ArchiveConfig, msgx: Msgx
 
 
 @dg.job(tags=singleton("archive"), executor_def=dg.in_process_executor,
-        description="Daily archiving of finished messages, flights and ledgers (US-11, FS §7).")
+        description="Daily archiving: moves finished messages, old flights and old snapshot records out of "
+                    "the working tables, after the retention MSGX_ARCHIVE_AFTER.")
 def archive_job() -> None:
     archive_op()

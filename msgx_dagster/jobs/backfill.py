@@ -12,7 +12,8 @@ class BackfillConfig(dg.Config):
     max_seconds: float = 50.0     # just under the one-minute schedule
 
 
-@dg.op(description="Mark every due backfill todo in the mailbox; MySQL outages back off and retry.")
+@dg.op(description="Write every due processed-mark into the mailbox; while the mailbox does not answer, "
+                   "wait and try again.")
 def backfill_op(context: dg.OpExecutionContext, config: BackfillConfig, msgx: MsgxResource) -> None:
     with msgx.open_app() as app:
         stats = run_backfill(app.engine, app.mailbox, app.clock, max_seconds=config.max_seconds)
@@ -22,6 +23,8 @@ def backfill_op(context: dg.OpExecutionContext, config: BackfillConfig, msgx: Ms
                 observe=True)
 
 
-@dg.job(tags=singleton("backfill"), executor_def=dg.in_process_executor)
+@dg.job(tags=singleton("backfill"), executor_def=dg.in_process_executor,
+        description="Mark processed messages as processed in the mailbox (CMINMSGS_DATE_PROCESSED), for "
+                    "when no long-lived pump does it as it goes.")
 def backfill_job() -> None:
     backfill_op()

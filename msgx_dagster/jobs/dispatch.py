@@ -13,7 +13,7 @@ from msgx_dagster.assets.specs import KAFKA_MSG, KAFKA_SCHD, OUTBOX
 from msgx_dagster.jobs.common import materialize, singleton, stops_when_terminated
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.delivery.dispatcher import DispatcherBusy, DispatchOptions, DispatchSummary
-from msgx_engine.delivery.runner import NOT_CONFIGURED, build_dispatcher
+from msgx_engine.delivery.runner import KAFKA_NOT_CONFIGURED, build_dispatcher
 from msgx_engine.store import outbox
 
 
@@ -32,11 +32,11 @@ def outbox_figures(engine) -> dict[str, float | int]:
     return {"unsent_released_events": unsent, "oldest_unsent_age_s": round(max(lag, 0.0), 3), "dead_events": dead}
 
 
-@dg.op(description="Send released outbox events to Kafka msg/schd for just under a minute.")
+@dg.op(description="Send the outbox's events to the Kafka topics msg and schd for just under a minute.")
 def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: MsgxResource) -> None:
     with stops_when_terminated(context) as terminated, msgx.open_app() as app:
         if not app.settings.kafka_bootstrap:
-            context.log.info(f"dispatch: {NOT_CONFIGURED}")
+            context.log.info(f"dispatch: {KAFKA_NOT_CONFIGURED}")
             return
         reported = DispatchSummary()
 
@@ -64,6 +64,7 @@ def dispatch_op(context: dg.OpExecutionContext, config: DispatchConfig, msgx: Ms
 
 
 @dg.job(tags=singleton("dispatch"), executor_def=dg.in_process_executor,
-        description="Deliver released outbox events to Kafka (msg per change, schd latest state per FLID).")
+        description="Deliver the outbox's events to Kafka: topic msg gets one record per flight change, "
+                    "topic schd the latest whole state of each changed flight.")
 def dispatch_job() -> None:
     dispatch_op()

@@ -19,6 +19,7 @@ from msgx_dagster.jobs.common import singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.monitor.alerts import Evaluation
 from msgx_engine.monitor.checks import CheckResult
+from msgx_engine.monitor.thresholds import HEALTH_INTERVAL
 
 
 def dagster_check_name(name: str) -> str:
@@ -72,6 +73,6 @@ def monitor_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
 
 @dg.job(tags=singleton("monitor"), executor_def=dg.in_process_executor,
         description="Evaluate every health check now and alert on changes, as the health sensor does every "
-                    "30 s. For when the daemon (and with it the sensor) is down.")
+                    f"{HEALTH_INTERVAL.words}. For when the daemon (and with it the sensor) is down.")
 def monitor_job() -> None:
     monitor_op()

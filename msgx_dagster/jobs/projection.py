@@ -5,16 +5,15 @@ import dagster as dg
 from msgx_dagster.assets.specs import PROJECTION
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.delivery.projection import Projection, connect
-
-NOT_CONFIGURED = "MSGX_REDIS_URL is not configured: no Redis projection"
+from msgx_engine.delivery.projection import REDIS_NOT_CONFIGURED, Projection, connect
 
 
-@dg.op(description="Replace the Redis projection with PostgreSQL's current flights (under the writer lock).")
+@dg.op(description="Replace the Redis projection with PostgreSQL's current flights (message processing "
+                   "waits meanwhile).")
 def projection_rebuild_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
     with msgx.open_app() as app:
         if not app.settings.redis_url:
-            context.log.info(NOT_CONFIGURED)
+            context.log.info(REDIS_NOT_CONFIGURED)
             return
         client = connect(app.settings.redis_url)
         try:

@@ -45,7 +45,8 @@ class PumpConfig(dg.Config):
     inline_dispatch: bool = True     # long-lived runs also deliver to Kafka from a thread
 
 
-@dg.op(description="Intake, queue head, commit protocol and inline backfill until drained or idle.")
+@dg.op(description="Take in new mailbox rows and process them one at a time in mailbox order, marking "
+                   "each processed in the mailbox, until the mailbox is drained or idle.")
 def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResource) -> None:
     warn_without_singleton_limit(context)
     with stops_when_terminated(context) as terminated, msgx.open_app() as app:
@@ -85,7 +86,8 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
 
 
 @dg.job(tags=singleton("pump"), executor_def=dg.in_process_executor,
-        description="The single active writer: drains the mailbox in strict id order.")
+        description="Processes the mailbox's messages in the order the AODB wrote them. Only one pump "
+                    "runs at a time; inbox_sensor starts it when work waits.")
 def pump_job() -> None:
     pump_op()
 

@@ -58,6 +58,6 @@ def replay_op(context: dg.OpExecutionContext, config: ReplayConfig, msgx: MsgxRe
 
 
 @dg.job(tags=singleton("replay"), executor_def=dg.in_process_executor,
-        description="Replay failed messages: preview (default) or apply with operator and reason (US-10).")
+        description="Replay failed messages: preview (default) or apply with operator and reason (audited).")
 def replay_job() -> None:
     replay_op()

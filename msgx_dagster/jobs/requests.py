@@ -64,7 +64,8 @@ def request_tracking_op(context: dg.OpExecutionContext, config: RequestTrackingC
 
 
 @dg.job(tags=singleton("requests"), executor_def=dg.in_process_executor,
-        description="Request tracking to the AODB: REGISTERED -> SENT (COUTMSGS) -> TIMEOUT when unanswered.")
+        description="Sends the registered requests to the AODB (day plans, reference tables, through "
+                    "COUTMSGS) and marks those it leaves unanswered too long as timed out.")
 def request_tracking_job() -> None:
     request_tracking_op()
 

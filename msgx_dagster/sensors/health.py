@@ -1,11 +1,13 @@
-"""health_sensor: every health check evaluated every 30 s, each result recorded on its health asset.
+"""health_sensor: every health check evaluated every ``HEALTH_INTERVAL``, each result recorded on its
+health asset.
 
 Why a sensor and not a scheduled job: a sensor tick runs in the code server the daemon already
 talks to, so evaluating costs no run start (seconds of CPU the pump pays in latency), and its
 asset events are recorded by the daemon as they come (``SensorResult(asset_events=...)``, one
-``AssetCheckEvaluation`` per failing or changed check per tick, and per passing one every 5
-minutes). The checks sit on health assets nothing materializes, so each recorded result is what the
-UI shows until the next one (see ``assets/specs.py``).
+``AssetCheckEvaluation`` per failing or changed check per tick, and per passing one every
+``HEALTH_REFRESH``; both in ``msgx_engine.monitor.thresholds``). The checks sit on health assets
+nothing materializes, so each recorded result is what the UI shows until the next one (see
+``assets/specs.py``).
 
 The engine's ``Alerter`` decides and alerts (log, webhook) as it does everywhere; this sensor only
 adds what Dagster alone knows to the pipeline liveness result: whether ``inbox_sensor`` was
@@ -29,12 +31,14 @@ import dagster as dg
 from msgx_dagster.jobs.monitor import check_evaluation, summary_line
 from msgx_dagster.jobs.pump import pump_job
 from msgx_dagster.resources import MsgxResource
+from msgx_engine.monitor import names
 from msgx_engine.monitor.checks import CHECKS, CheckResult
+from msgx_engine.monitor.thresholds import HEALTH_INTERVAL, HEALTH_REFRESH
 from msgx_engine.redact import safe_text
 
-HEALTH_INTERVAL_S = 30
-REFRESH_S = 300.0     # a passing, unchanged result is recorded again at least this often
-LIVENESS = "pipeline_liveness"
+HEALTH_INTERVAL_S = int(HEALTH_INTERVAL.seconds)
+REFRESH_S = HEALTH_REFRESH.seconds     # a passing, unchanged result is recorded again at least this often
+LIVENESS = names.PIPELINE_LIVENESS
 INBOX_SENSOR = "inbox_sensor"
 
 
@@ -107,9 +111,10 @@ def unmeasured(error: str) -> list[CheckResult]:
 
 @dg.sensor(name="health_sensor", minimum_interval_seconds=HEALTH_INTERVAL_S,
            default_status=dg.DefaultSensorStatus.RUNNING,
-           description="Every 30 s: evaluates every health check and alerts on changes (log, webhook); records "
-                       "each failing or changed result on its health asset (group health), a passing one at "
-                       "least every 5 minutes. Turning it off leaves the checks showing their last result.")
+           description=f"Every {HEALTH_INTERVAL.words}: evaluates every health check and alerts on changes "
+                       "(log, webhook); records each failing or changed result on its health asset (group "
+                       f"health), a passing one at least every {HEALTH_REFRESH.words}. Turning it off leaves the "
+                       "checks showing their last result.")
 def health_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource) -> dg.SensorResult:
     try:
         with msgx.open_app() as app:

@@ -233,9 +233,13 @@ class ProjectionHook:
         self.projection.apply({st.flid: st for _, states in group for st in states}.values())
 
 
+# said by the pump and projection_rebuild_job when no Redis is configured (Kafka has its own: runner.py)
+REDIS_NOT_CONFIGURED = "MSGX_REDIS_URL is not configured: no Redis projection"
+
+
 def post_commit_hooks(redis_url: str | None, *, key: str = DEFAULT_KEY) -> list:
     """The projection hook when Redis is configured; otherwise none, reported as not configured."""
     if not redis_url:
-        log.info("Redis projection not configured (MSGX_REDIS_URL unset): step skipped")
+        log.info("%s: step skipped", REDIS_NOT_CONFIGURED)
         return []
     return [Projection(connect(redis_url), key).hook]

@@ -21,7 +21,8 @@ from msgx_engine.store import outbox
 
 log = logging.getLogger(__name__)
 
-NOT_CONFIGURED = "MSGX_KAFKA_BOOTSTRAP is not configured; released events stay pending in msg_event"
+# said by `msgx dispatch` and dispatch_job when no Kafka is configured (Redis has its own: projection.py)
+KAFKA_NOT_CONFIGURED = "MSGX_KAFKA_BOOTSTRAP is not configured; released events stay pending in the outbox"
 SCHEDULED_RUN_S = 55.0   # a dispatch_job run: just under its one-minute schedule
 
 
@@ -31,7 +32,7 @@ def build_dispatcher(settings: Settings, engine: Engine, *, clock: Clock | None 
     """A dispatcher with the producer Settings ask for (``delivery_timeout_s`` overrides
     MSGX_KAFKA_DELIVERY_TIMEOUT for tests)."""
     if not settings.kafka_bootstrap:
-        raise ValueError(NOT_CONFIGURED)
+        raise ValueError(KAFKA_NOT_CONFIGURED)
     sink = KafkaSink(settings.kafka_bootstrap,
                      delivery_timeout_s=delivery_timeout_s or settings.kafka_delivery_timeout_s,
                      compression=settings.kafka_compression, max_record_bytes=settings.kafka_max_record_bytes)
@@ -55,7 +56,7 @@ def run_dispatch(settings: Settings, drain: bool, *, run_for_s: float = SCHEDULE
     """`msgx dispatch [--drain]`: 0 when done (drain: nothing left unsent), 1 when events remain
     undelivered after a drain, 3 when another dispatcher holds the lock."""
     if not settings.kafka_bootstrap:
-        print(f"dispatch: {NOT_CONFIGURED}")
+        print(f"dispatch: {KAFKA_NOT_CONFIGURED}")
         return 0
     settings = settings.resolved()
     engine = make_engine(settings.db_url or "")
@@ -103,7 +104,7 @@ class BackgroundDispatcher:
     def stop(self, timeout_s: float | None = None) -> None:
         """Stop at the next poll. The wait outlasts one send (delivery timeout + 5 s, plus the
         close), so a send in flight ends with its marks instead of dying with the process and
-        being resent (issue 13 item 9)."""
+        being resent."""
         self._stop.set()
         self._wake.set()
         if self._thread.is_alive():

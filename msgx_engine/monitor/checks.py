@@ -24,15 +24,18 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from msgx_engine.monitor.figures import UNSUPPORTED_WINDOW, Figures
+from msgx_engine.monitor import names, thresholds
+from msgx_engine.monitor.figures import Figures
 from msgx_engine.store.monitoring import PUMP
+from msgx_engine.store.requests import RequestStatus
 
 Scalar = str | int | float | bool
-MAX_HEAD_AGE_S = 600.0        # the head deadline: older means the queue is stuck
-MAX_UNSENT_AGE_S = 120.0      # a released event undelivered this long: Kafka is down or slow
-MAX_BACKFILL_AGE_S = 300.0    # a mailbox mark still unwritten after 5 minutes: the mailbox refuses it
-HEARTBEAT_LIMIT_S = 60.0      # a looping pump beats every 10-15 s; this much silence means it is gone or hung
-WORK_GRACE_S = 60.0           # work younger than this may simply be waiting for a pump that is starting
+# the limits in seconds, as the checks compare them (defined in ``thresholds``)
+MAX_HEAD_AGE_S = thresholds.HEAD_AGE.seconds
+MAX_UNSENT_AGE_S = thresholds.UNSENT_AGE.seconds
+MAX_BACKFILL_AGE_S = thresholds.BACKFILL_AGE.seconds
+HEARTBEAT_LIMIT_S = thresholds.HEARTBEAT_LIMIT.seconds
+WORK_GRACE_S = thresholds.WORK_GRACE.seconds
 EXCERPT_CHARS = 120
 
 REPLAY_DEAD = "msgx replay --status DEAD"
@@ -128,7 +131,7 @@ def liveness(f: Figures) -> Liveness:
                  if beat else "a pump holds the writer lock but never beat: it hangs")
     elif beat is None:
         state = "no pump has ever run"
-    elif not looped and beat_age < 30 * 60:
+    elif not looped and beat_age < thresholds.START_FAILURE_WINDOW.seconds:
         state = (f"no pump is running: the last one started {ago(beat_age)} ago and stopped before it "
                  "began processing (pump runs fail as they start)")
     else:
@@ -152,16 +155,16 @@ def pipeline_liveness(f: Figures, drift: Drift | None) -> CheckResult:
     value = None if math.isinf(live.work_age_s) else round(live.work_age_s, 1)
     if f.mailbox is not None and not f.mailbox.up:
         meta["mailbox_error"] = f.mailbox.error or ""
-        return CheckResult("pipeline_liveness", False,
+        return CheckResult(names.PIPELINE_LIVENESS, False,
                            f"the mailbox cannot be read ({f.mailbox.error}), so rows waiting there cannot be seen; "
                            f"{work}; {live.pump_state}. First run `msgx status`, then check that the mailbox "
                            "database answers from this host.", value, meta)
     if live.stalled:
-        return CheckResult("pipeline_liveness", False,
+        return CheckResult(names.PIPELINE_LIVENESS, False,
                            f"{work}; {live.pump_state}. First run `msgx status`; then check that the Dagster "
                            "daemon runs and inbox_sensor is on, and read the latest pump_job run's log "
                            "(`msgx pump --drain` processes the backlog by hand meanwhile).", value, meta)
-    return CheckResult("pipeline_liveness", True, f"{work}; {live.pump_state}", value, meta)
+    return CheckResult(names.PIPELINE_LIVENESS, True, f"{work}; {live.pump_state}", value, meta)
 
 
 # --- the other checks ------------------------------------------------------------------------------
@@ -171,8 +174,8 @@ def backlog_age(f: Figures, drift: Drift | None) -> CheckResult:
     text = (f"oldest open message {f.head_id} registered {ago(age)} ago (limit {ago(MAX_HEAD_AGE_S)}), "
             f"{f.open_messages} open" if f.head_id is not None else "no open message")
     if age < MAX_HEAD_AGE_S:
-        return CheckResult("backlog_age", True, text, age, meta)
-    return CheckResult("backlog_age", False,
+        return CheckResult(names.BACKLOG_AGE, True, text, age, meta)
+    return CheckResult(names.BACKLOG_AGE, False,
                        f"{text}: the queue is stuck on that message (waiting for Redis, the database or an "
                        f"operator) or no pump runs. First run `msgx status`; `msgx replay --ids {f.head_id}` "
                        f"previews the head, `msgx skip {f.head_id} --operator NAME --reason TEXT` ends it.",
@@ -190,10 +193,10 @@ def dead_letters(f: Figures, drift: Drift | None) -> CheckResult:
                                "waiting": "\n".join(lines), "preview_replay": REPLAY_DEAD, "acknowledge": ACKNOWLEDGE}
     rising = Rising("dead letter(s)", "mailbox id", f.dead, f.dead_ids)
     if f.dead == 0:
-        return CheckResult("dead_letters", True, "no dead letter waits for an operator", 0.0, meta, warn_only=True,
+        return CheckResult(names.DEAD_LETTERS, True, "no dead letter waits for an operator", 0.0, meta, warn_only=True,
                            rising=rising)
     shown = f"the {len(rows)} oldest" if f.dead > len(rows) else "they are"
-    return CheckResult("dead_letters", False,
+    return CheckResult(names.DEAD_LETTERS, False,
                        f"{f.dead} dead letter(s) wait for an operator; {shown}: {'; '.join(lines)}. First run "
                        f"`{REPLAY_DEAD}` to preview their replay; `{ACKNOWLEDGE}` closes one that need not be "
                        "replayed.", float(f.dead), meta, warn_only=True, rising=rising, rows=rows)
@@ -211,19 +214,19 @@ def delivery_backlog(f: Figures, drift: Drift | None) -> CheckResult:
         # No Kafka configured (the demo, a shadow try-out): events stay pending in the outbox by
         # design and nothing delivers them, so their age is no fault. Reported like the Redis
         # projection's "not configured"; dead events from an earlier configuration still fail.
-        return CheckResult("delivery_backlog", True,
+        return CheckResult(names.DELIVERY_BACKLOG, True,
                            f"Kafka not configured (MSGX_KAFKA_BOOTSTRAP unset): {f.unsent_events} released "
                            "event(s) stay pending in the outbox", None, {**meta, "configured": False},
                            warn_only=True, rising=rising)
     if f.dead_events == 0 and age < MAX_UNSENT_AGE_S:
-        return CheckResult("delivery_backlog", True, text, age, meta, warn_only=True, rising=rising)
+        return CheckResult(names.DELIVERY_BACKLOG, True, text, age, meta, warn_only=True, rising=rising)
     causes = []
     if age >= MAX_UNSENT_AGE_S:
         causes.append("Kafka is down or slow, or no dispatcher runs")
     if f.dead_events:
         causes.append(f"events given up after their delivery attempts (event ids {ids}) hold their flights' "
                       "later events back until revived")
-    return CheckResult("delivery_backlog", False,
+    return CheckResult(names.DELIVERY_BACKLOG, False,
                        f"{text}: {'; '.join(causes)}. First run `msgx outbox` to see them; "
                        "`msgx outbox --apply --operator NAME --reason TEXT` revives dead events, "
                        "`msgx dispatch --drain` delivers now.", age, meta, warn_only=True, rising=rising)
@@ -235,8 +238,8 @@ def backfill_lag(f: Figures, drift: Drift | None) -> CheckResult:
     text = (f"{f.backfill_pending} mailbox mark(s) to write, oldest queued {ago(age)} ago "
             f"(limit {ago(MAX_BACKFILL_AGE_S)})")
     if age < MAX_BACKFILL_AGE_S:
-        return CheckResult("backfill_lag", True, text, age, meta)
-    return CheckResult("backfill_lag", False,
+        return CheckResult(names.BACKFILL_LAG, True, text, age, meta)
+    return CheckResult(names.BACKFILL_LAG, False,
                        f"{text}: the mailbox refuses msgx's processed-marks, or neither a pump nor backfill_job "
                        "runs. First run `msgx status`, then read the latest pump_job or backfill_job run's log.",
                        age, meta)
@@ -244,16 +247,16 @@ def backfill_lag(f: Figures, drift: Drift | None) -> CheckResult:
 
 def projection_drift(f: Figures, drift: Drift | None) -> CheckResult:
     if drift is None:
-        return CheckResult("projection_drift", True, "no Redis projection configured", None, {"configured": False})
+        return CheckResult(names.PROJECTION_DRIFT, True, "no Redis projection configured", None, {"configured": False})
     if drift.error is not None:
-        return CheckResult("projection_drift", False,
+        return CheckResult(names.PROJECTION_DRIFT, False,
                            f"projection drift not measured: Redis cannot be read ({drift.error}). First check that "
                            "Redis answers (`redis-cli -u $MSGX_REDIS_URL ping`).", None,
                            {"configured": True, "error": drift.error})
     text = f"{drift.total} flight(s) differ between Redis flightInfo and PostgreSQL"
     if drift.total == 0:
-        return CheckResult("projection_drift", True, text, 0.0, {"configured": True, **drift.metadata})
-    return CheckResult("projection_drift", False,
+        return CheckResult(names.PROJECTION_DRIFT, True, text, 0.0, {"configured": True, **drift.metadata})
+    return CheckResult(names.PROJECTION_DRIFT, False,
                        f"{text}. First run `msgx status`, then launch projection_rebuild_job in Dagster to rebuild "
                        "the projection from PostgreSQL.", float(drift.total), {"configured": True, **drift.metadata})
 
@@ -261,12 +264,12 @@ def projection_drift(f: Figures, drift: Drift | None) -> CheckResult:
 def unsupported_types(f: Figures, drift: Drift | None) -> CheckResult:
     count = sum(n for _, n in f.unsupported_recent)
     types = ", ".join(f"{t} ×{n}" for t, n in f.unsupported_recent)
-    window = ago(UNSUPPORTED_WINDOW.total_seconds())
+    window = ago(thresholds.UNSUPPORTED_WINDOW.seconds)
     text = f"{count} message(s) of unsupported type in the last {window}: {types or 'none'}"
     meta: dict[str, Scalar] = {"unsupported_recent": count, "types": types}
     if count == 0:
-        return CheckResult("unsupported_types", True, text, 0.0, meta, warn_only=True)
-    return CheckResult("unsupported_types", False,
+        return CheckResult(names.UNSUPPORTED_TYPES, True, text, 0.0, meta, warn_only=True)
+    return CheckResult(names.UNSUPPORTED_TYPES, False,
                        f"{text}: the AODB sends types msgx does not process. First run "
                        "`msgx replay --status SKIPPED --reason unsupported` to preview them; replay them once the "
                        f"type is supported, or close them with `{ACKNOWLEDGE}`.", float(count), meta, warn_only=True)
@@ -274,13 +277,13 @@ def unsupported_types(f: Figures, drift: Drift | None) -> CheckResult:
 
 def request_timeouts(f: Figures, drift: Drift | None) -> CheckResult:
     timed_out = [f"{rtype}/{styp} #{req_id}" for rtype, styp, status, req_id in f.request_outcomes
-                 if status == "TIMEOUT"]
+                 if status == RequestStatus.TIMEOUT]
     text = (f"{len(timed_out)} request kind(s) whose latest request timed out unanswered: "
             f"{', '.join(timed_out) or 'none'}")
     meta: dict[str, Scalar] = {"timed_out_kinds": len(timed_out), "requests": ", ".join(timed_out)}
     if not timed_out:
-        return CheckResult("request_timeouts", True, text, 0.0, meta)
-    return CheckResult("request_timeouts", False,
+        return CheckResult(names.REQUEST_TIMEOUTS, True, text, 0.0, meta)
+    return CheckResult(names.REQUEST_TIMEOUTS, False,
                        f"{text}: the AODB did not answer in time. First run `msgx status`, then ask the AODB side "
                        "whether it reads COUTMSGS; `msgx request track` sends what is registered.",
                        float(len(timed_out)), meta)
@@ -292,25 +295,29 @@ def stand_mapping(f: Figures, drift: Drift | None) -> CheckResult:
     new installation is not flagged before there is anything to map."""
     status = f.stand_mapping
     if status is None:
-        return CheckResult("stand_mapping", True, "stand -> airbridge mapping not measured", None, {}, warn_only=True)
+        return CheckResult(names.STAND_MAPPING, True, "stand -> airbridge mapping not measured", None, {},
+                           warn_only=True)
     meta: dict[str, Scalar] = dict(status.as_metadata())
     if status.flights_unknown == 0:
         text = ("the stand -> airbridge mapping is loaded; every live flight's stands have their airbridges"
                 if status.loaded else "the stand -> airbridge mapping (ABDG reference data) is not loaded yet; "
                 "no live flight names a stand")
-        return CheckResult("stand_mapping", True, text, 0.0, meta, warn_only=True)
+        return CheckResult(names.STAND_MAPPING, True, text, 0.0, meta, warn_only=True)
     cause = ("the stand -> airbridge mapping (ABDG reference data) was never loaded" if not status.loaded
              else "the stand -> airbridge mapping is loaded but not applied to every flight")
-    return CheckResult("stand_mapping", False,
+    return CheckResult(names.STAND_MAPPING, False,
                        f"{cause}: {status.flights_unknown} live flight(s) publish their stands with airbridges "
                        "null. First run `msgx request rqrd ABDG` to ask the AODB for the mapping; "
                        "`msgx request track` sends it.", float(status.flights_unknown), meta, warn_only=True)
 
 
 Check = Callable[[Figures, "Drift | None"], CheckResult]
-CHECKS: dict[str, Check] = {c.__name__: c for c in (
-    backlog_age, dead_letters, delivery_backlog, backfill_lag, projection_drift, unsupported_types,
-    request_timeouts, pipeline_liveness, stand_mapping)}
+_BY_NAME: dict[str, Check] = {
+    names.BACKLOG_AGE: backlog_age, names.DEAD_LETTERS: dead_letters, names.DELIVERY_BACKLOG: delivery_backlog,
+    names.BACKFILL_LAG: backfill_lag, names.PROJECTION_DRIFT: projection_drift,
+    names.UNSUPPORTED_TYPES: unsupported_types, names.REQUEST_TIMEOUTS: request_timeouts,
+    names.PIPELINE_LIVENESS: pipeline_liveness, names.STAND_MAPPING: stand_mapping}
+CHECKS: dict[str, Check] = {name: _BY_NAME[name] for name in names.CHECK_NAMES}   # in evaluation order
 
 
 def evaluate(f: Figures, drift: Drift | None) -> list[CheckResult]:

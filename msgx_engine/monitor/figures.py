@@ -30,13 +30,14 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection, Engine, func, select
 
 from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.monitor import thresholds
 from msgx_engine.redact import safe_text
 from msgx_engine.store import locks, monitoring, outbox, overview, queue, requests
 from msgx_engine.store.bridges import MappingStatus, mapping_status
 from msgx_engine.store.monitoring import AlertState, Heartbeat
 from msgx_engine.store.overview import DeadLetter
 
-UNSUPPORTED_WINDOW = timedelta(hours=1)   # an unknown type seen this recently keeps its check failing
+UNSUPPORTED_WINDOW = timedelta(seconds=thresholds.UNSUPPORTED_WINDOW.seconds)
 UNREGISTERED_CAP = 10_000      # unregistered mailbox rows are counted up to this (a PK-bounded read)
 MAILBOX_TIMEOUT_S = 3.0        # the mailbox read's limit: past it the mailbox counts as down for this snapshot
 DEAD_LETTERS_LISTED = 20       # the oldest waiting dead letters carried with their reasons

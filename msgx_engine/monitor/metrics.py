@@ -35,14 +35,15 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.monitor import names
 from msgx_engine.monitor.checks import liveness
 from msgx_engine.monitor.figures import UNREGISTERED_CAP, UNSUPPORTED_WINDOW, Figures, figures
 from msgx_engine.store import metric_totals as mt
 from msgx_engine.store.monitoring import PUMP
+from msgx_engine.store.requests import OPEN as OPEN_REQUEST_STATES
+from msgx_engine.store.requests import RequestStatus
 
 log = logging.getLogger(__name__)
-
-OPEN_REQUEST_STATES = ("REGISTERED", "SENT")
 
 
 def _gauge(name: str, doc: str, value: float | None) -> GaugeMetricFamily:
@@ -84,7 +85,7 @@ def figure_metrics(f: Figures) -> Iterator[Metric]:
     yield _gauge("msgx_requests_open", "Requests REGISTERED or SENT and not yet answered.",
                  sum(n for _, s, n in f.requests if s in OPEN_REQUEST_STATES))
     yield _gauge("msgx_requests_timed_out", "Requests that ended TIMEOUT (no answer in time).",
-                 sum(n for _, s, n in f.requests if s == "TIMEOUT"))
+                 sum(n for _, s, n in f.requests if s == RequestStatus.TIMEOUT))
     yield _gauge("msgx_unsupported_recent_messages",
                  f"Messages SKIPPED(unsupported) registered in the last {UNSUPPORTED_WINDOW.total_seconds():.0f} s.",
                  sum(n for _, n in f.unsupported_recent))
@@ -96,7 +97,7 @@ def figure_metrics(f: Figures) -> Iterator[Metric]:
                  _ts(beat.beat_at) if beat else None)
     yield _gauge("msgx_pump_heartbeat_age_seconds", "Seconds since the pump's last heartbeat; NaN if it never ran.",
                  f.age_s(beat.beat_at) if beat else None)
-    drift = f.alerts.get("projection_drift")
+    drift = f.alerts.get(names.PROJECTION_DRIFT)
     yield _gauge("msgx_projection_drift_flights",
                  "Flights differing between Redis flightInfo and PostgreSQL at the last health-check evaluation; "
                  "NaN when not measured.", drift.value if drift else None)

@@ -22,6 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.monitor import names
 from msgx_engine.monitor.checks import CheckResult, Drift, evaluate
 from msgx_engine.monitor.figures import Figures, figures
 from msgx_engine.redact import redact_urls
@@ -37,14 +38,14 @@ RUNBOOK = "docs/runbook.md"
 # The first command to run when a check fails (``{head}``: the queue head's mailbox id). A check
 # without one (backfill_lag: the mailbox refuses msgx's marks) points to its runbook section only.
 FIRST_COMMAND: dict[str, str] = {
-    "backlog_age": "msgx replay --ids {head}",
-    "dead_letters": "msgx replay --status DEAD",
-    "delivery_backlog": "msgx outbox",
-    "projection_drift": "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job",
-    "unsupported_types": "msgx replay --status SKIPPED --reason unsupported",
-    "request_timeouts": "msgx request track",
-    "pipeline_liveness": "dagster sensor list -m msgx_dagster.definitions",
-    "stand_mapping": "msgx request rqrd ABDG",
+    names.BACKLOG_AGE: "msgx replay --ids {head}",
+    names.DEAD_LETTERS: "msgx replay --status DEAD",
+    names.DELIVERY_BACKLOG: "msgx outbox",
+    names.PROJECTION_DRIFT: "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job",
+    names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --reason unsupported",
+    names.REQUEST_TIMEOUTS: "msgx request track",
+    names.PIPELINE_LIVENESS: "dagster sensor list -m msgx_dagster.definitions",
+    names.STAND_MAPPING: "msgx request rqrd ABDG",
 }
 
 
@@ -53,7 +54,7 @@ class StateUnreachable(Exception):
 
 
 # checks whose runbook section is named after the symptom rather than the check
-RUNBOOK_SECTIONS = {"pipeline_liveness": "pipeline-stalled"}
+RUNBOOK_SECTIONS = {names.PIPELINE_LIVENESS: "pipeline-stalled"}
 
 
 def anchor(check_name: str) -> str:

@@ -23,8 +23,9 @@ Why the steps are split the way they are:
   SCHD RESP; the reference line for RQRD RESP), FAILED by the EROR line (``handlers.eror``),
   each in its message's own transaction (US-08 AC5).
 
-All time comes from the injected clock; "sent" means the COUTMSGS insert was confirmed, never
-that the AODB received it (C-24, CLM-8).
+Every statement over ``req_track`` and its status words live in ``store.requests``; this module
+decides which to run, and when. All time comes from the injected clock; "sent" means the COUTMSGS
+insert was confirmed, never that the AODB received it (C-24, CLM-8).
 
 Shadow mode (D29, read-only mailbox): ``send_pending`` claims and encodes each request exactly as
 production would (SEQN, body) and records it as SHADOW with the body it would have written, never
@@ -37,9 +38,9 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 
-from sqlalchemy import Connection, Engine, and_, case, func, insert, or_, select, text, update
+from sqlalchemy import Connection, Engine
 
 from msgx_engine.clock import Clock, repeat_for
 from msgx_engine.handlers import answers
@@ -47,17 +48,14 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import sis_time
 from msgx_engine.store import locks
-from msgx_engine.store.requests import count_closed
+from msgx_engine.store import requests as store
+from msgx_engine.store.requests import RequestStatus
 from msgx_engine.store.session_lock import LockBusy, SessionLock
-from msgx_engine.store.tables import req_track
 
 log = logging.getLogger(__name__)
 
 TIMEOUT_S: dict[str, float] = answers.TIMEOUT_S     # RQFD 60 s, RQRD 30 s; answers are judged by the same
-OPEN = ("REGISTERED", "SENT")
-SHADOW = "SHADOW"        # shadow mode: encoded and recorded, never written to COUTMSGS (D29)
 SCHEDULED_RUN_S = 55.0   # a request_tracking_job run: just under its one-minute schedule
-_c = req_track.c
 
 
 @dataclass(frozen=True)
@@ -72,8 +70,8 @@ class Registered:
 
     def as_json(self) -> dict[str, object]:
         """The HTTP/CLI answer: says REGISTERED, never that the plan was updated (C-33)."""
-        doc: dict[str, object] = {"request_id": self.req_id, "state": "REGISTERED", "type": self.rtype,
-                                  "styp": self.styp, "expired": list(self.expired)}
+        doc: dict[str, object] = {"request_id": self.req_id, "state": str(RequestStatus.REGISTERED),
+                                  "type": self.rtype, "styp": self.styp, "expired": list(self.expired)}
         if self.fday is not None:
             doc["fday"] = self.fday.isoformat()
         return doc
@@ -134,18 +132,9 @@ class RequestTracker:
         now = self.clock.now()
         with self.engine.begin() as conn:
             locks.lock_request_registration(conn, rtype, styp)
-            expired = conn.execute(
-                update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status == "REGISTERED",
-                                        _c.seqn.is_(None))
-                .values(status="EXPIRED", done_at=now, detail="superseded by a newer request of the same kind")
-                .returning(_c.req_id)).scalars().all()
-            count_closed(conn, "EXPIRED", [rtype] * len(expired))
-            req_id = conn.execute(insert(req_track).values(
-                rtype=rtype, styp=styp, fday=fday, start_text=start_text, end_text=end_text,
-                status="REGISTERED", created_at=now).returning(_c.req_id)).scalar_one()
-            if expired:
-                conn.execute(update(req_track).where(_c.req_id.in_(expired))
-                             .values(detail=func.concat("superseded by request ", str(req_id))))
+            expired = store.expire_unsent(conn, rtype, styp, now)
+            req_id = store.insert_registered(conn, rtype, styp, fday, start_text, end_text, now)
+            store.note_superseded(conn, expired, req_id)
         if expired:
             log.info("request %s %s/%s registered; expired older unsent request(s) %s", req_id, rtype, styp, expired)
         return Registered(req_id, rtype, styp, fday, tuple(sorted(expired)))
@@ -183,18 +172,14 @@ class RequestTracker:
 
     def _claim_next(self) -> _Claim | None:
         """The oldest REGISTERED request whose type has nothing in flight, with its SEQN committed."""
-        s = req_track.alias("s")
-        inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == "SENT").exists()
         with self.engine.begin() as conn:
-            row = conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.start_text, _c.end_text, _c.seqn)
-                               .where(_c.status == "REGISTERED", ~inflight)
-                               .order_by(_c.req_id).limit(1).with_for_update(skip_locked=True)).first()
+            row = store.next_sendable(conn)
             if row is None:
                 return None
             if row.seqn is not None:
                 return _Claim(row.req_id, row.rtype, row.styp, row.start_text, row.end_text, int(row.seqn), True)
-            seqn = int(conn.execute(text("SELECT nextval('req_seqn')")).scalar_one())
-            conn.execute(update(req_track).where(_c.req_id == row.req_id).values(seqn=sis.seqn_text(seqn)))
+            seqn = store.next_seqn(conn)
+            store.set_seqn(conn, row.req_id, sis.seqn_text(seqn))
         return _Claim(row.req_id, row.rtype, row.styp, row.start_text, row.end_text, seqn, False)
 
     def _record_shadow(self, claim: _Claim) -> None:
@@ -203,11 +188,8 @@ class RequestTracker:
         body = sis.encode(claim.rtype, claim.styp, claim.seqn, now,
                           start_text=claim.start_text, end_text=claim.end_text)
         with self.engine.begin() as conn:
-            shadowed = conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
-                                    .values(status=SHADOW, done_at=now, detail=(
-                                        f"shadow mode: not written to COUTMSGS (ROUTINGID {sis.ROUTING[claim.rtype]}); "
-                                        f"would have sent: {body}")).returning(_c.rtype)).scalars().all()
-            count_closed(conn, SHADOW, shadowed)
+            store.record_shadow(conn, claim.req_id, now, f"shadow mode: not written to COUTMSGS (ROUTINGID "
+                                f"{sis.ROUTING[claim.rtype]}); would have sent: {body}")
         log.info("shadow mode: request %s %s/%s (SEQN %06d) recorded, not sent", claim.req_id, claim.rtype,
                  claim.styp, claim.seqn)
 
@@ -218,14 +200,10 @@ class RequestTracker:
     def _mark_sent(self, claim: _Claim, coutmsgs_id: int) -> None:
         now = self.clock.now()
         with self.engine.begin() as conn:
-            done = conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.status == "REGISTERED")
-                                .values(status="SENT", coutmsgs_id=coutmsgs_id, sent_at=now)
-                                .returning(_c.req_id)).first()
-            if done is None:
+            if not store.mark_sent(conn, claim.req_id, coutmsgs_id, now):
                 # Closed while being sent (by hand: a registration never expires a request with a
                 # SEQN): keep the COUTMSGS id for the audit trail (C-24, Q10).
-                conn.execute(update(req_track).where(_c.req_id == claim.req_id, _c.coutmsgs_id.is_(None))
-                             .values(coutmsgs_id=coutmsgs_id))
+                store.keep_coutmsgs_id(conn, claim.req_id, coutmsgs_id)
                 log.warning("request %s left REGISTERED while being sent; COUTMSGS row %s stays unanswered",
                             claim.req_id, coutmsgs_id)
 
@@ -233,16 +211,8 @@ class RequestTracker:
     def expire_timeouts(self, now: datetime | None = None) -> list[int]:
         """SENT requests unanswered RQFD 60 s / RQRD 30 s after ``sent_at`` become TIMEOUT."""
         now = now or self.clock.now()
-        due = or_(*(and_(_c.rtype == rtype, _c.sent_at <= now - timedelta(seconds=secs))
-                    for rtype, secs in TIMEOUT_S.items()))
         with self.engine.begin() as conn:
-            closed = conn.execute(update(req_track).where(_c.status == "SENT", due)
-                                  .values(status="TIMEOUT", done_at=now, detail=case(
-                                      *((_c.rtype == rtype, f"no answer within {secs:g} s of sent_at")
-                                        for rtype, secs in TIMEOUT_S.items())))
-                                  .returning(_c.req_id, _c.rtype)).all()
-            count_closed(conn, "TIMEOUT", [r.rtype for r in closed])
-        ids = [r.req_id for r in closed]
+            ids = store.time_out(conn, now, TIMEOUT_S)
         if ids:
             log.warning("request(s) %s timed out without an answer", sorted(ids))
         return sorted(ids)
@@ -255,10 +225,8 @@ class RequestTracker:
 
     def open_requests(self, conn: Connection | None = None) -> list[dict[str, object]]:
         """Open requests (REGISTERED/SENT) for status output."""
-        q = (select(_c.req_id, _c.rtype, _c.styp, _c.fday, _c.status, _c.seqn, _c.coutmsgs_id, _c.sent_at)
-             .where(_c.status.in_(OPEN)).order_by(_c.req_id))
         with self.engine.connect() as own:
-            rows = (conn or own).execute(q).mappings().all()
+            rows = store.open_requests(conn or own)
         return [{k: (v.isoformat() if isinstance(v, date | datetime) else v) for k, v in r.items()} for r in rows]
 
 

@@ -1,16 +1,21 @@
-"""``req_track`` as the message lines see it: the open request a RESP may answer and its
-completion, the requests in flight an EROR may answer and their failure.
+"""The requests msgx sends to the AODB (``req_track``): every statement over them and their status
+words, in one place, as ``store.queue`` is for the message queue.
 
-The request lifecycle itself (register, send, time out) is the tracker's (``msgx_engine.requests``);
-these statements run inside the answering message's transaction 1 (US-08 AC5).
+Two users. The request tracker (``msgx_engine.requests.tracker``) registers, sends and times out
+requests; it decides, and the statements it runs are here, each in the transaction it hands in.
+The message lines find the request an answer (RESP) or an error (EROR) belongs to and close it,
+inside the answering message's transaction 1 (US-08 AC5). Every statement that closes requests
+also adds them to the durable ``msgx_requests_total`` in the same transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from enum import StrEnum
 
-from sqlalchemy import Connection, case, func, select, update
+from sqlalchemy import Connection, RowMapping, and_, case, func, insert, or_, select, text, update
 
 from msgx_engine.handlers.answers import ANSWERABLE, OpenRequest, RequestCompletion
 from msgx_engine.handlers.eror import InFlight, RequestFailure
@@ -19,7 +24,22 @@ from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
 from msgx_engine.store.tables import proc_state, req_track
 
-SENT, DONE, FAILED = "SENT", "DONE", "FAILED"
+
+class RequestStatus(StrEnum):
+    """``req_track.status``: REGISTERED -> SENT -> one of the closing words."""
+
+    REGISTERED = "REGISTERED"   # recorded; not yet written to the AODB's COUTMSGS
+    SENT = "SENT"               # written to COUTMSGS; waits for the AODB's answer
+    DONE = "DONE"               # answered
+    FAILED = "FAILED"           # answered with an error (EROR)
+    TIMEOUT = "TIMEOUT"         # no answer in time
+    EXPIRED = "EXPIRED"         # replaced by a newer request of its kind before it was written
+    SHADOW = "SHADOW"           # shadow mode: encoded and recorded, never written (final)
+
+
+OPEN: tuple[RequestStatus, ...] = (RequestStatus.REGISTERED, RequestStatus.SENT)
+OUTCOMES: tuple[RequestStatus, ...] = (RequestStatus.DONE, RequestStatus.TIMEOUT, RequestStatus.FAILED)
+_c = req_track.c
 
 
 def count_closed(conn: Connection, outcome: str, kinds: Iterable[str]) -> None:
@@ -38,7 +58,7 @@ def answer_candidates(conn: Connection, rtype: str, styp: str | None = None,
     the closed ones too, to tell a late answer from a stray one (C-23)."""
     c = req_track.c
     query = select(c.req_id, c.fday, c.sent_at, c.start_text, c.end_text, c.seqn, c.status, c.answer_msg_id).where(
-        c.rtype == rtype, c.sent_at.is_not(None), c.status != "REGISTERED")
+        c.rtype == rtype, c.sent_at.is_not(None), c.status != RequestStatus.REGISTERED)
     if styp is not None:
         query = query.where(c.styp == styp)
     rows = conn.execute(query.order_by(c.sent_at.desc(), c.req_id.desc()).limit(limit))
@@ -57,7 +77,7 @@ def sent_requests(conn: Connection, rtype: str) -> tuple[OpenRequest, ...]:
     only to say why an answer matched none."""
     c = req_track.c
     rows = conn.execute(select(c.req_id, c.fday, c.sent_at, c.start_text, c.end_text)
-                        .where(c.rtype == rtype, c.status == SENT).order_by(c.req_id.desc()))
+                        .where(c.rtype == rtype, c.status == RequestStatus.SENT).order_by(c.req_id.desc()))
     return tuple(OpenRequest(r.req_id, r.fday, r.sent_at, r.start_text, r.end_text) for r in rows)
 
 
@@ -68,34 +88,136 @@ def complete_request(conn: Connection, plan: RequestCompletion, msg_id: int, now
     raises LedgerConflict: the whole transaction rolls back."""
     c = req_track.c
     done = conn.execute(update(req_track).where(c.req_id == plan.req_id, c.status.in_(ANSWERABLE))
-                        .values(status=DONE, answer_msg_id=msg_id, done_at=now,
-                                detail=case((c.status == "TIMEOUT", "answered in time; the answer was "
+                        .values(status=RequestStatus.DONE, answer_msg_id=msg_id, done_at=now,
+                                detail=case((c.status == RequestStatus.TIMEOUT, "answered in time; the answer was "
                                              "processed after the tracker had timed the request out"),
                                             else_=None))
                         .returning(c.rtype)).first()
     if done is None:
         raise LedgerConflict(f"request {plan.req_id} is no longer open", None, None)
-    count_closed(conn, DONE, [done.rtype])
+    count_closed(conn, RequestStatus.DONE, [done.rtype])
     return []
 
 
 def inflight_requests(conn: Connection) -> tuple[InFlight, ...]:
     """Every SENT request, oldest first (C-24: at most one per request type)."""
     c = req_track.c
-    rows = conn.execute(select(c.req_id, c.rtype, c.styp, c.seqn).where(c.status == SENT).order_by(c.req_id))
+    rows = conn.execute(select(c.req_id, c.rtype, c.styp, c.seqn).where(c.status == RequestStatus.SENT)
+                        .order_by(c.req_id))
     return tuple(InFlight(r.req_id, r.rtype, r.styp, r.seqn) for r in rows)
 
 
 def fail_request(conn: Connection, plan: RequestFailure, msg_id: int, now: datetime) -> list[OutboxRow]:
     """The EROR fails the request it answers (C-24, D28): FAILED frees the type's slot for the next
     REGISTERED request. A request no longer SENT raises LedgerConflict (rolled back and retried)."""
-    done = conn.execute(update(req_track).where(req_track.c.req_id == plan.req_id, req_track.c.status == SENT)
-                        .values(status=FAILED, answer_msg_id=msg_id, done_at=now, detail=plan.error)
-                        .returning(req_track.c.rtype)).first()
+    done = conn.execute(update(req_track).where(_c.req_id == plan.req_id, _c.status == RequestStatus.SENT)
+                        .values(status=RequestStatus.FAILED, answer_msg_id=msg_id, done_at=now, detail=plan.error)
+                        .returning(_c.rtype)).first()
     if done is None:
         raise LedgerConflict(f"request {plan.req_id} is no longer SENT", None, None)
-    count_closed(conn, FAILED, [done.rtype])
+    count_closed(conn, RequestStatus.FAILED, [done.rtype])
     return []
+
+
+# --- the tracker's lifecycle: register, send, time out -------------------------------------------
+def expire_unsent(conn: Connection, rtype: str, styp: str, now: datetime) -> list[int]:
+    """A newer registration replaces the requests of its kind that have not landed (REGISTERED with
+    no SEQN chosen yet): they become EXPIRED. Their ids."""
+    expired = conn.execute(
+        update(req_track).where(_c.rtype == rtype, _c.styp == styp, _c.status == RequestStatus.REGISTERED,
+                                _c.seqn.is_(None))
+        .values(status=RequestStatus.EXPIRED, done_at=now, detail="superseded by a newer request of the same kind")
+        .returning(_c.req_id)).scalars().all()
+    count_closed(conn, RequestStatus.EXPIRED, [rtype] * len(expired))
+    return list(expired)
+
+
+def insert_registered(conn: Connection, rtype: str, styp: str, fday: date | None, start_text: str | None,
+                      end_text: str | None, now: datetime) -> int:
+    """A new REGISTERED request; its id."""
+    return int(conn.execute(insert(req_track).values(
+        rtype=rtype, styp=styp, fday=fday, start_text=start_text, end_text=end_text,
+        status=RequestStatus.REGISTERED, created_at=now).returning(_c.req_id)).scalar_one())
+
+
+def note_superseded(conn: Connection, expired: Sequence[int], by: int) -> None:
+    """Name the request that replaced the expired ones in their detail."""
+    if expired:
+        conn.execute(update(req_track).where(_c.req_id.in_(expired))
+                     .values(detail=func.concat("superseded by request ", str(by))))
+
+
+@dataclass(frozen=True)
+class Sendable:
+    """The next request to write to COUTMSGS; ``seqn`` is set when an earlier attempt chose it."""
+
+    req_id: int
+    rtype: str
+    styp: str
+    start_text: str | None
+    end_text: str | None
+    seqn: str | None
+
+
+def next_sendable(conn: Connection) -> Sendable | None:
+    """The oldest REGISTERED request whose kind has nothing SENT (one in flight per kind, C-24),
+    row-locked (skipping rows another sender holds)."""
+    s = req_track.alias("s")
+    inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == RequestStatus.SENT).exists()
+    row = conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.start_text, _c.end_text, _c.seqn)
+                       .where(_c.status == RequestStatus.REGISTERED, ~inflight)
+                       .order_by(_c.req_id).limit(1).with_for_update(skip_locked=True)).first()
+    return None if row is None else Sendable(row.req_id, row.rtype, row.styp, row.start_text, row.end_text,
+                                             row.seqn)
+
+
+def next_seqn(conn: Connection) -> int:
+    """The next request sequence number (``req_seqn``)."""
+    return int(conn.execute(text("SELECT nextval('req_seqn')")).scalar_one())
+
+
+def set_seqn(conn: Connection, req_id: int, seqn: str) -> None:
+    conn.execute(update(req_track).where(_c.req_id == req_id).values(seqn=seqn))
+
+
+def record_shadow(conn: Connection, req_id: int, now: datetime, detail: str) -> None:
+    """Shadow mode: a REGISTERED request ends SHADOW with what would have been written."""
+    shadowed = conn.execute(update(req_track).where(_c.req_id == req_id, _c.status == RequestStatus.REGISTERED)
+                            .values(status=RequestStatus.SHADOW, done_at=now, detail=detail)
+                            .returning(_c.rtype)).scalars().all()
+    count_closed(conn, RequestStatus.SHADOW, shadowed)
+
+
+def mark_sent(conn: Connection, req_id: int, coutmsgs_id: int, now: datetime) -> bool:
+    """REGISTERED -> SENT with its COUTMSGS row; False when the request left REGISTERED meanwhile."""
+    return conn.execute(update(req_track).where(_c.req_id == req_id, _c.status == RequestStatus.REGISTERED)
+                        .values(status=RequestStatus.SENT, coutmsgs_id=coutmsgs_id, sent_at=now)
+                        .returning(_c.req_id)).first() is not None
+
+
+def keep_coutmsgs_id(conn: Connection, req_id: int, coutmsgs_id: int) -> None:
+    """Record the COUTMSGS row of a request closed while it was being sent (the audit trail)."""
+    conn.execute(update(req_track).where(_c.req_id == req_id, _c.coutmsgs_id.is_(None))
+                 .values(coutmsgs_id=coutmsgs_id))
+
+
+def time_out(conn: Connection, now: datetime, timeout_s: Mapping[str, float]) -> list[int]:
+    """SENT requests with no answer ``timeout_s[rtype]`` seconds after ``sent_at`` become TIMEOUT; their ids."""
+    due = or_(*(and_(_c.rtype == rtype, _c.sent_at <= now - timedelta(seconds=secs))
+                for rtype, secs in timeout_s.items()))
+    closed = conn.execute(update(req_track).where(_c.status == RequestStatus.SENT, due)
+                          .values(status=RequestStatus.TIMEOUT, done_at=now, detail=case(
+                              *((_c.rtype == rtype, f"no answer within {secs:g} s of sent_at")
+                                for rtype, secs in timeout_s.items())))
+                          .returning(_c.req_id, _c.rtype)).all()
+    count_closed(conn, RequestStatus.TIMEOUT, [r.rtype for r in closed])
+    return [r.req_id for r in closed]
+
+
+def open_requests(conn: Connection) -> list[RowMapping]:
+    """The open requests (REGISTERED, SENT), oldest first, for status output."""
+    return list(conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.fday, _c.status, _c.seqn, _c.coutmsgs_id,
+                                    _c.sent_at).where(_c.status.in_(OPEN)).order_by(_c.req_id)).mappings().all())
 
 
 # --- figures for the monitor (read-only) ------------------------------------------------------------
@@ -113,6 +235,6 @@ def latest_outcomes(conn: Connection) -> list[tuple[str, str, str, int]]:
     answered (the request-timeouts check)."""
     c = req_track.c
     rows = conn.execute(select(c.rtype, c.styp, c.status, c.req_id)
-                        .where(c.status.in_(("DONE", "TIMEOUT", FAILED)))
+                        .where(c.status.in_(OUTCOMES))
                         .distinct(c.rtype, c.styp).order_by(c.rtype, c.styp, c.req_id.desc()))
     return [(r[0], r[1], r[2], int(r[3])) for r in rows]
