@@ -33,11 +33,11 @@ from datetime import date, datetime, timedelta
 from typing import Protocol
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from msgx_engine import faults
 from msgx_engine.clock import Clock
-from msgx_engine.store import archive, audit, locks
+from msgx_engine.store import archive, audit, identity, locks, queue
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,11 @@ class Archiver:
                 report.add(archive.count_archivable(conn, policy.message_cutoff(now)))
                 report.add(archive.count_flights(conn, now - policy.purge_after))
                 report.add(archive.count_ledgers(conn, ledger_day))
+                report.add({"msg_identity": identity.count_expired(conn, self._identity_cutoff(conn, policy, now))})
                 conn.rollback()
             return report
         self._messages(policy, now, report)
+        self._identities(policy, now, report)
         self._retire(policy, now, report)
         self._purge(policy, now, report)
         self._ledgers(ledger_day, report)
@@ -162,6 +164,27 @@ class Archiver:
                 faults.reach("archive_inside_batch")
             after = ids[-1]
             self._batch_done(report, counts)
+
+    @staticmethod
+    def _identity_cutoff(conn: Connection, policy: ArchivePolicy, now: datetime) -> datetime:
+        """Bindings registered a window before both now and the oldest message still to be processed
+        can bind nothing any more: a backlog older than the window (a long outage) keeps the bindings
+        its own duplicates must still meet."""
+        _, oldest_open = queue.open_summary(conn)
+        return min(now, oldest_open or now) - policy.identity_window
+
+    def _identities(self, policy: ArchivePolicy, now: datetime, report: ArchiveReport) -> None:
+        """Identity bindings past their window (D26): without this ``msg_identity`` keeps a row per
+        message ever processed."""
+        with self.engine.connect() as conn:
+            before = self._identity_cutoff(conn, policy, now)
+            conn.rollback()
+        while True:
+            with self.engine.begin() as conn:
+                purged = identity.purge_expired(conn, before, policy.batch)
+            if not purged:
+                return
+            self._batch_done(report, {"msg_identity": purged})
 
     def _retire(self, policy: ArchivePolicy, now: datetime, report: ArchiveReport) -> None:
         while True:

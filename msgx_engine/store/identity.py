@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, delete
+from sqlalchemy import Connection, delete, func, select
 
 from msgx_engine.store.tables import msg_identity
 
@@ -85,7 +85,17 @@ def bound_elsewhere(conn: Connection, identity: str, msg_id: int, registered_at:
     return Binding(row.msg_id, row.payload_hash) if row is not None else None
 
 
-def purge_expired(conn: Connection, before: datetime) -> int:
-    """Remove bindings registered before ``before`` (which must lie at least a window in the past:
-    a binding inside the window still dedupes). For archiving."""
-    return conn.execute(delete(msg_identity).where(msg_identity.c.registered_at < before)).rowcount
+def purge_expired(conn: Connection, before: datetime, limit: int | None = None) -> int:
+    """Remove bindings registered before ``before`` (which must lie at least a window before the
+    registration of every message still to be processed: a binding inside the window still
+    dedupes), at most ``limit`` of them, so archiving takes them in short batches. For archiving."""
+    expired = msg_identity.c.registered_at < before
+    if limit is None:
+        return conn.execute(delete(msg_identity).where(expired)).rowcount
+    batch = select(msg_identity.c.identity_hash).where(expired).limit(limit).scalar_subquery()
+    return conn.execute(delete(msg_identity).where(msg_identity.c.identity_hash.in_(batch))).rowcount
+
+
+def count_expired(conn: Connection, before: datetime) -> int:
+    """How many bindings ``purge_expired`` would remove (archiving's dry run)."""
+    return conn.execute(select(func.count()).where(msg_identity.c.registered_at < before)).scalar_one()

@@ -205,3 +205,30 @@ def test_flights_retired_purged_and_old_ledgers_removed(app, clock):
     drain_now(app)
     assert proc(app, gone).status == "SUCCEEDED"
     assert sql(app, "SELECT deleted FROM flight_schd WHERE flid = 'OCT2'")[0][0] is True
+
+
+def test_identity_bindings_past_the_window_go_but_a_backlog_keeps_its_own(app, clock):
+    """D26, US-11, INV-9: archiving removes the identity bindings a window old, so `msg_identity`
+    does not keep a row per message ever processed; but while an older message still waits to be
+    processed (a backlog after an outage longer than the window), the bindings within a window of
+    it stay, so its duplicate is still SKIPPED(duplicate). The dry run counts what would go."""
+    first_body = gtdt("IB1", (1, "A1"))
+    first = app.mailbox.put(first_body)
+    drain_now(app)
+    clock.advance(2 * 3600)
+    waiting_dup = app.mailbox.put(first_body)           # registered 2 h later, not processed yet
+    with app.engine.connect() as conn:
+        Intake(app.mailbox, app.clock).scan(conn)
+        conn.commit()
+    assert proc(app, waiting_dup).status == "PENDING"
+    clock.advance(3 * 86400)
+    policy = ArchivePolicy(older_than=timedelta(days=400))
+    report = Archiver(app.engine, clock).run(policy)
+    assert report.counts.get("msg_identity", 0) == 0 and count(app, "msg_identity") == 1
+    drain_now(app)
+    row = proc(app, waiting_dup)
+    assert (row.status, row.reason, row.dup_of) == ("SKIPPED", "duplicate", first)
+
+    assert Archiver(app.engine, clock).run(policy, dry_run=True).counts["msg_identity"] == 1
+    report = Archiver(app.engine, clock).run(policy)
+    assert report.counts["msg_identity"] == 1 and count(app, "msg_identity") == 0
