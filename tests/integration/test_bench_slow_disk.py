@@ -30,7 +30,7 @@ PROBE = textwrap.dedent("""
         conn.execute("CREATE TABLE probe (n int)")
         conn.execute("INSERT INTO probe VALUES (1)")
         conn.commit()
-    maps = open(f"/proc/{pid}/maps").read()
+        maps = open(f"/proc/{pid}/maps").read()    # while the backend lives: an exiting one maps nothing
     print(json.dumps({"dsn": os.environ["MSGX_TEST_PG"], "data": data, "autovacuum": autovacuum,
                       "preloaded": "slow_sync.so" in maps}))
     sys.exit(3)
