@@ -100,6 +100,17 @@ class App:
         """``production`` or ``shadow`` (MSGX_MODE, D29): shown in /metrics and in alert texts."""
         return self.settings.mode
 
+    def rebuild_projection(self) -> int | None:
+        """Replace the Redis projection on this configuration's key with PostgreSQL's current
+        flights; the number of flights written (None: no Redis configured)."""
+        if not self.settings.redis_url:
+            return None
+        client = connect(self.settings.redis_url)
+        try:
+            return Projection(client, self.settings.redis_key).rebuild(self.engine)
+        finally:
+            client.close()
+
     def projection_drift(self) -> Drift | None:
         """Compare the Redis projection with PostgreSQL (None: no Redis configured)."""
         if not self.settings.redis_url:

@@ -5,21 +5,17 @@ import dagster as dg
 from msgx_dagster.assets.specs import PROJECTION
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.delivery.projection import REDIS_NOT_CONFIGURED, Projection, connect
+from msgx_engine.delivery.projection import REDIS_NOT_CONFIGURED
 
 
 @dg.op(description="Replace the Redis projection with PostgreSQL's current flights (message processing "
                    "waits meanwhile).")
 def projection_rebuild_op(context: dg.OpExecutionContext, msgx: MsgxResource) -> None:
     with msgx.open_app() as app:
-        if not app.settings.redis_url:
+        flights = app.rebuild_projection()
+        if flights is None:
             context.log.info(REDIS_NOT_CONFIGURED)
             return
-        client = connect(app.settings.redis_url)
-        try:
-            flights = Projection(client, app.settings.redis_key).rebuild(app.engine)
-        finally:
-            client.close()
     materialize(context, PROJECTION, {"flights": flights, "rebuilt": True})
 
 

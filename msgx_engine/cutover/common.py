@@ -20,7 +20,6 @@ from msgx_engine.compare.rules import Rule, RulesError, load_rules
 from msgx_engine.compare.run import live_since
 from msgx_engine.compare.sources import SourceUnreadable, read_postgresql
 from msgx_engine.db import make_engine
-from msgx_engine.delivery.projection import Projection, connect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.redact import redact_urls
 from msgx_engine.store import cutover_state
@@ -188,13 +187,9 @@ def compare_installations(here_url: str, there_url: str, *, watermark: int, know
 def rebuild_projection(app: App, report: Report) -> int | None:
     """The Redis projection on this configuration's key, from this state database (None: no Redis):
     the installation that holds the right now serves every flight as its own database has it."""
-    if not app.settings.redis_url:
+    flights = app.rebuild_projection()
+    if flights is None:
         report.say("Redis is not configured: no projection to rebuild")
         return None
-    client = connect(app.settings.redis_url)
-    try:
-        flights = Projection(client, app.settings.redis_key).rebuild(app.engine)
-    finally:
-        client.close()
     report.say(f"Redis projection {app.settings.redis_key} rebuilt from this database: {flights} flight(s)")
     return flights
