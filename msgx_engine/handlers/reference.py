@@ -121,9 +121,12 @@ class RefPlan(Plan):
 
 @dataclass(frozen=True)
 class BridgeRefresh(Plan):
-    """After an ABDG message's ``RefPlan``: re-derive the airbridges of every live flight the new
-    mapping changes (D27), with this message's META on their events."""
+    """An ABDG message's plan: write its ``RefPlan``, then re-derive the airbridges of every live
+    flight the new mapping changes (D27), with this message's META on their events. One plan, so
+    its writer sees the mapping before and after the write and looks only at the flights on the
+    stands whose airbridges changed, not at every flight ever stored."""
 
+    ref: RefPlan
     meta: Meta
 
 
@@ -264,7 +267,7 @@ def decide(msg: SisMessage, ctx: ReferenceContext) -> Decision:
         return Decision.dead("malformed", str(exc))
     except RecordsMismatch as exc:
         return Decision.dead("records_mismatch", str(exc))
-    plans: tuple[Plan, ...] = (ref_plan, BridgeRefresh(msg.meta)) if ref_plan.rtype == ABDG else (ref_plan,)
+    plans: tuple[Plan, ...] = (BridgeRefresh(ref_plan, msg.meta),) if ref_plan.rtype == ABDG else (ref_plan,)
     if msg.meta.styp != "RESP":
         return Decision.apply(plans=plans)
     if ctx.refusal is not None:

@@ -64,6 +64,16 @@ def bridges_for(stands: Iterable[str], mapping: BridgeMap | None) -> dict[str, t
     return {stand: mapping.get(stand, ()) for stand in wanted}
 
 
+def changed_stands(before: BridgeMap | None, after: BridgeMap | None) -> frozenset[str] | None:
+    """The stands whose airbridges differ between two mappings; None when either is unknown (the
+    category never loaded), which changes every stand: a flight written meanwhile stored ABDG null.
+    A flight on any other stand already holds what ``after`` gives it (every write derives its
+    airbridges from the mapping of the moment), so only these stands' flights can be stale."""
+    if before is None or after is None:
+        return None
+    return frozenset(stand for stand in before.keys() | after.keys() if before.get(stand) != after.get(stand))
+
+
 def derive(state: FlightState, mapping: BridgeMap | None) -> FlightState:
     """``state`` with its airbridges derived from ``mapping`` (None: the category was never loaded);
     the same object when they are already those (no copy per flight of a 10,000-flight snapshot)."""

@@ -7,10 +7,12 @@ category, derived into every flight state written, re-derived when the category 
 - ``BridgeReader``: reads the mapping at most once per transaction, only when a written state
   names a stand, and raises the ALERT when the mapping is missing (the flight is still written:
   the queue never waits for reference data).
-- ``refresh_bridges``: the writer of ``BridgeRefresh`` (after an ABDG message's ``RefPlan`` in the
-  same transaction): every live flight whose stored airbridges differ from the new mapping is
-  rewritten through ``store.refresh`` (version +1, msg/schd events). Deleted flights are left:
-  restoring one derives its airbridges afresh (``state.bridges.needs_derivation``).
+- ``refresh_bridges``: the writer of ``BridgeRefresh`` (an ABDG message's plan): writes its records,
+  then rewrites through ``store.refresh`` (version +1, msg/schd events) every live flight on a stand
+  whose airbridges changed and whose stored airbridges differ from the new mapping. Only those
+  stands' flights are read: an ABDG download that changes nothing (the daily case) reads no flight,
+  and one that does reads a few hundred, however many days of flights the store holds. Deleted
+  flights are left: restoring one derives its airbridges afresh (``state.bridges.needs_derivation``).
 - ``mapping_status``: the figures of the Dagster asset check on the reference data.
 """
 
@@ -24,8 +26,9 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from msgx_engine.handlers.reference import BridgeRefresh
-from msgx_engine.state.bridges import ABDG, BridgeMap, bridge_map, bridges_for, derive, from_column
+from msgx_engine.state.bridges import ABDG, BridgeMap, bridge_map, bridges_for, changed_stands, derive, from_column
 from msgx_engine.store.outbox import OutboxRow
+from msgx_engine.store.reference import write_reference
 from msgx_engine.store.refresh import refresh_flights
 
 log = logging.getLogger(__name__)
@@ -38,6 +41,12 @@ _NAMED_STANDS_SQL = (
     "SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
     "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid "
     "WHERE NOT f.deleted AND (f.stnd IS NOT NULL OR p.psst IS NOT NULL) GROUP BY f.flid")
+# The same for the live flights naming one of %(stands)s (every stand each names, to derive from).
+_ON_STANDS_SQL = (
+    "SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
+    "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid "
+    "WHERE NOT f.deleted AND f.flid IN (SELECT flid FROM flight_schd WHERE stnd = ANY(%(stands)s) "
+    "UNION SELECT flid FROM flight_stand_plan WHERE psst = ANY(%(stands)s)) GROUP BY f.flid")
 
 
 def read_bridges(conn: Connection) -> BridgeMap | None:
@@ -69,20 +78,28 @@ class BridgeReader:
         return self._mapping
 
 
-def stale_flights(conn: Connection, mapping: BridgeMap | None) -> list[str]:
-    """Live flights whose stored airbridges differ from what ``mapping`` gives their stands."""
+def stale_flights(conn: Connection, mapping: BridgeMap | None, stands: frozenset[str] | None = None) -> list[str]:
+    """Live flights whose stored airbridges differ from what ``mapping`` gives their stands, among
+    the flights naming one of ``stands`` (None: every flight naming a stand)."""
+    if stands is not None and not stands:
+        return []
+    rows = (conn.exec_driver_sql(_NAMED_STANDS_SQL) if stands is None
+            else conn.exec_driver_sql(_ON_STANDS_SQL, {"stands": sorted(stands)}))
     stale = []
-    for flid, stored, stnd, pssts in conn.exec_driver_sql(_NAMED_STANDS_SQL):
-        stands = set(pssts or ()) | ({stnd} if stnd else set())
-        if bridges_for(stands, mapping) != from_column(stored):
+    for flid, stored, stnd, pssts in rows:
+        named = set(pssts or ()) | ({stnd} if stnd else set())
+        if bridges_for(named, mapping) != from_column(stored):
             stale.append(flid)
     return stale
 
 
 def refresh_bridges(conn: Connection, plan: BridgeRefresh, msg_id: int, now: datetime) -> list[OutboxRow]:
-    """Re-derive every live flight the new ABDG data affects, in the ABDG message's transaction 1."""
+    """Write the ABDG records and re-derive every live flight they affect, in the message's
+    transaction 1."""
+    before = read_bridges(conn)
+    write_reference(conn, plan.ref, msg_id, now)
     mapping = read_bridges(conn)
-    stale = stale_flights(conn, mapping)
+    stale = stale_flights(conn, mapping, changed_stands(before, mapping))
     events = refresh_flights(conn, stale, lambda state: derive(state, mapping), msg_id=msg_id, meta=plan.meta,
                              now=now)
     if stale:

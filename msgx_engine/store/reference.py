@@ -11,8 +11,9 @@ trip per record:
 
 ``batch_id`` is the mailbox id of the message that last wrote the row, ``source`` its SNDR. A
 full package also records the category in ``ref_load`` (loaded whole, by which message, when).
-No outbox events here: the one category flights derive from (ABDG, D27) is followed by its own
-plan, ``BridgeRefresh`` (``store.bridges``).
+No outbox events here: the one category flights derive from (ABDG, D27) comes wrapped in its own
+plan, ``BridgeRefresh``, whose writer (``store.bridges``) calls this one between reading the
+mapping before and after.
 """
 
 from __future__ import annotations

@@ -75,6 +75,29 @@ def test_an_abdg_change_rederives_the_affected_live_flights_in_its_transaction_d
         "ABDG", "UPD", {"PSDT": [{"ABDG": ["A0", "A1"], "PSNO": "1", "PSST": "501"}]})
 
 
+def test_an_abdg_change_reads_only_the_flights_on_the_stands_it_changes_d27(app):
+    """D27: the re-derivation looks only at flights on stands whose airbridges changed, so its cost
+    does not grow with the days of flights stored. Witness: F2's stored airbridges are tampered
+    with behind msgx's back on stand 900, which the ABDG UPD leaves alone: F2 is not rewritten,
+    while F1 (stand 502, which the UPD gives a second airbridge) is; a repeated download identical to
+    the stored mapping rewrites nothing; a DNLD that moves stand 900 repairs F2."""
+    pump(app, abdg("DNLD", ("A1", ("501", "900")), ("A2", ("502",))), psdt("F1", "502"), psdt("F2", "900"))
+    with app.engine.begin() as conn:
+        conn.execute(text("UPDATE flight_schd SET stand_bridges = :v WHERE flid = 'F2'"), {"v": '{"900": ["Z9"]}'})
+    version = dict(query(app, "SELECT flid, state_version FROM flight_schd"))
+    (m,) = pump(app, abdg("UPD", ("A3", ("502",))))
+    assert status(app, m) == ("SUCCEEDED", None)
+    assert [(f, t) for f, t, _, _ in events(app, m)] == [("F1", "msg"), ("F1", "schd")]
+    after = dict(query(app, "SELECT flid, state_version FROM flight_schd"))
+    assert after == {"F1": version["F1"] + 1, "F2": version["F2"]}
+    (same,) = pump(app, abdg("DNLD", ("A1", ("501", "900")), ("A2", ("502",)), ("A3", ("502",))))
+    assert status(app, same) == ("SUCCEEDED", None) and events(app, same) == []
+    (moved,) = pump(app, abdg("DNLD", ("A1", ("501",)), ("A2", ("502",)), ("A3", ("502",)), ("A4", ("900",))))
+    assert [(f, t) for f, t, _, _ in events(app, moved)] == [("F2", "msg"), ("F2", "schd")]
+    ((stored,),) = query(app, "SELECT stand_bridges FROM flight_schd WHERE flid = 'F2'")
+    assert json.loads(stored) == {"900": ["A4"]}
+
+
 def test_records_added_before_any_full_load_are_not_a_mapping_us14_ac3(app, caplog):
     """US-14 AC3: with only an ABDG ADD (no DNLD/RESP ever) the mapping is unknown: the flight is
     still written (SUCCEEDED, the queue does not wait) with ABDG null, an ALERT is logged and the

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from msgx_engine.state.bridges import (
     bridge_map,
+    changed_stands,
     derive,
     from_column,
     needs_derivation,
@@ -97,3 +98,13 @@ def test_document_changes_name_the_published_keys_the_mapping_changed_d27():
     assert document_changes(before, derive(before, MAPPING)) == (frozenset(), frozenset())
     cleared = derive(flight(None, "212"), MAPPING)
     assert document_changes(before, cleared) == (frozenset({"STND", "STND_ABDG"}), frozenset({"STND", "STND_ABDG"}))
+
+
+def test_only_the_stands_whose_airbridges_changed_need_their_flights_rederived_d27():
+    """A new mapping re-derives the flights of the stands it changes (added, removed or served by other
+    airbridges), none when it changes nothing; every stand when either side was never loaded."""
+    assert changed_stands(MAPPING, dict(MAPPING)) == frozenset()
+    moved = {**MAPPING, "212": ("211", "212"), "300": ("301",)}
+    del moved["111"]
+    assert changed_stands(MAPPING, moved) == frozenset({"212", "300", "111"})
+    assert changed_stands(None, MAPPING) is None and changed_stands(MAPPING, None) is None

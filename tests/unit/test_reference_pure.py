@@ -11,7 +11,7 @@ from builders import envelope
 
 from msgx_engine.handlers.answers import OpenRequest, RequestCompletion
 from msgx_engine.handlers.decision import APPLY, DEAD, SKIP
-from msgx_engine.handlers.reference import ReferenceContext, decide, record_shape
+from msgx_engine.handlers.reference import BridgeRefresh, ReferenceContext, decide, record_shape
 from msgx_engine.sis.decode import decode
 
 
@@ -22,14 +22,17 @@ def _decide(mtype: str, styp: str, body: str, request: OpenRequest | None = None
 def _plan(mtype: str, styp: str, body: str, **kw):
     decision = _decide(mtype, styp, body, **kw)
     assert decision.outcome == APPLY, decision.detail
-    return decision.plans[0]
+    first = decision.plans[0]
+    return first.ref if isinstance(first, BridgeRefresh) else first
 
 
 def test_an_abdg_message_also_refreshes_the_airbridges_d27():
-    """D27: every ABDG write is followed by a BridgeRefresh plan carrying its META; other types not."""
+    """D27: an ABDG write comes wrapped in a BridgeRefresh plan carrying its META (its writer sees the
+    mapping before and after); other types get the plain RefPlan."""
     abdg = _decide("ABDG", "UPD", "<RECS>1</RECS><ABDG><ABCD>1</ABCD><STND>5</STND></ABDG>")
-    assert [type(p).__name__ for p in abdg.plans] == ["RefPlan", "BridgeRefresh"]
-    assert abdg.plans[1].meta.type == "ABDG"
+    assert [type(p).__name__ for p in abdg.plans] == ["BridgeRefresh"]
+    assert abdg.plans[0].meta.type == "ABDG"
+    assert abdg.plans[0].ref.rtype == "ABDG" and abdg.plans[0].ref.records[0][0] == "1"
     glst = _decide("GLST", "ADD", "<RECS>1</RECS><GLST><GCOD>1</GCOD></GLST>")
     assert [type(p).__name__ for p in glst.plans] == ["RefPlan"]
 
