@@ -3,9 +3,11 @@
 The stack: fresh PostgreSQL and MariaDB mailbox databases, the Kafka-wire broker (``MSGX_TEST_KAFKA``,
 default 127.0.0.1:9092, two fresh topics), a private redis-server for the projection, and the
 production processes without Dagster: a long-lived ``msgx pump`` and a long-lived dispatcher
-(what ``dispatch_job`` runs). The stream is demo days one after another (``soak_stream.py``: the
-day's reference packages, its SCHD DNLD of 241 flights, the FLOP subtypes, a RESP, malformed
-bodies and repeats). A feeder inserts it into the mailbox in small commits, keeping at most
+(what ``dispatch_job`` runs); with ``--dagster``, ``dagster dev`` with the msgx code location
+instead, whose inbox sensor starts the pump run (its dispatcher a thread inside it,
+``soak_dagster.py``). The stream is demo days one after another (``soak_stream.py``: the day's
+reference packages, its SCHD DNLD of 241 flights, the FLOP subtypes, a RESP, malformed bodies and
+repeats), each brought to ``--day-messages`` (100,000) with the AODB's revisions. A feeder inserts it into the mailbox in small commits, keeping at most
 ``--ahead`` messages not yet terminal (so the pump always has work and its rate is what is
 measured), or at ``--rate`` messages a second. Every ``--archive-every`` messages (a simulated day
 by default) this process runs the archiving run's work (``Archiver.run``, what ``archive_job``
@@ -25,7 +27,13 @@ for), while new traffic arrives at ``--peak-rate``; prints when the backlog was 
 the new traffic waited meanwhile.
 
 ``--backlog N --no-delivery``: N messages are in the mailbox before the pump starts (``msgx pump
---drain``) and no dispatcher runs, as in a delivery outage: every event stays in the outbox.
+--drain``) and no dispatcher runs, as in a delivery outage: every event stays in the outbox. The
+latency is then the pump's step (from its previous commit to the one that made a message
+terminal): every message of a backlog waited since the start.
+
+``--stored-flights N``: once the first day's flights are stored, they are copied into earlier days
+until the store holds N (``soak_history.py``; a year at an airport is about 400,000), so what
+reads more as the store grows shows in the tenths.
 
 The pages each per-pass statement touches (queue head, open count, marks due, unsent events) are
 printed per tenth too: they grow when the partial indexes those statements read from their start
@@ -36,11 +44,12 @@ the shared server of these machines runs with it off). ``--without-upkeep``: the
 parameters (fill factors, autovacuum thresholds) reset to PostgreSQL's defaults, to compare.
 ``--vacuum-every S``: a ``VACUUM (ANALYZE)`` every S seconds from another session instead.
 
-Usage: ``.venv/bin/python bench/bench_soak.py [--messages 1000000] [--ahead 1000] [--rate R]
-[--archive-every 1233] [--retain-days 2] [--backlog N] [--no-delivery] [--outage-hours H
---day-messages 100000 --peak-rate R --after-s 180] [--private-pg] [--without-upkeep]
-[--vacuum-every S]``. Sized for 1,000,000 messages in under an hour at 280 msg/s or more; develop
-with ``--messages 20000``. Not a test: nothing asserts a timing.
+Usage: ``.venv/bin/python bench/bench_soak.py [--messages 1000000] [--day-messages 100000]
+[--ahead 1000] [--rate R] [--archive-every N] [--retain-days 2] [--stored-flights N] [--backlog N]
+[--no-delivery] [--outage-hours H --peak-rate R --after-s 180] [--dagster] [--private-pg]
+[--without-upkeep] [--vacuum-every S]``. Sized for 1,000,000 messages in under an hour at 280
+msg/s or more; develop with ``--messages 20000 --day-messages 8000``. Not a test: nothing asserts
+a timing.
 """
 
 from __future__ import annotations
@@ -60,7 +69,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 import pymysql
@@ -73,6 +82,9 @@ import bench_pump  # noqa: E402
 from bench_latency import BIN, KAFKA, free_port, start, stop  # noqa: E402
 from bench_pump import MYSQL_HOST, MYSQL_PORT, fresh_databases  # noqa: E402
 from private_servers import PrivatePostgres, private_postgres_root  # noqa: E402
+from proctree import rss_mb, tree_cpu_seconds  # noqa: E402
+from soak_dagster import DagsterStack  # noqa: E402
+from soak_history import store_history  # noqa: E402
 from soak_stream import StreamMessage, stream  # noqa: E402
 
 from msgx_engine.clock import SystemClock  # noqa: E402
@@ -83,47 +95,6 @@ from msgx_engine.store.metric_totals import MESSAGES_TERMINAL  # noqa: E402
 from msgx_engine.store.status import OPEN, sql_in  # noqa: E402
 
 TENTHS = 10
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-# --- the pump's process tree ---------------------------------------------------------------------
-def tree_pids(root: int) -> list[int]:
-    """``root`` and its descendants (the pump and its offload helper)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
-
-
-def cpu_seconds(root: int) -> float:
-    total = 0
-    for pid in tree_pids(root):
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])      # utime, stime
-    return total / CLK_TCK
-
-
-def rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 # --- PostgreSQL figures ------------------------------------------------------------------------------
@@ -188,8 +159,59 @@ class Sample:
     probes: dict[str, tuple[int, float]]
 
 
-def sample(conn: psycopg.Connection, done: int, pump: int) -> Sample:
-    return Sample(time.time(), done, cpu_seconds(pump), rss_mb(pump), sizes(conn), probe(conn))
+class Pump(Protocol):
+    """What the soak reads of the pump, whichever way it runs."""
+
+    def ready(self) -> None: ...            # returns once the pump is working (messages are waiting)
+
+    def cpu_seconds(self) -> float: ...     # the pump's CPU so far (its process tree)
+
+    def rss_mb(self) -> float: ...
+
+    def exited(self) -> int | None: ...     # its exit status once it is gone for good
+
+
+@dataclass
+class EnginePump:
+    """``msgx pump`` as a process of its own (the dispatcher is another)."""
+
+    proc: subprocess.Popen
+
+    def ready(self) -> None:
+        pass
+
+    def cpu_seconds(self) -> float:
+        return tree_cpu_seconds(self.proc.pid)
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.proc.pid)
+
+    def exited(self) -> int | None:
+        return self.proc.poll()
+
+
+@dataclass
+class DagsterPump:
+    """The pump as the run the inbox sensor starts under ``dagster dev`` (``soak_dagster.py``), its
+    dispatcher a thread inside it; a run that ends is followed to the next one."""
+
+    stack: DagsterStack
+
+    def ready(self) -> None:
+        self.stack.pump_pid()
+
+    def cpu_seconds(self) -> float:
+        return self.stack.cpu_seconds()
+
+    def rss_mb(self) -> float:
+        return rss_mb(self.stack.pump_pid())
+
+    def exited(self) -> int | None:
+        return self.stack.poll()
+
+
+def sample(conn: psycopg.Connection, done: int, pump: Pump) -> Sample:
+    return Sample(time.time(), done, pump.cpu_seconds(), pump.rss_mb(), sizes(conn), probe(conn))
 
 
 @dataclass(eq=False)
@@ -266,16 +288,22 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--messages", type=int, default=1_000_000)
     ap.add_argument("--ahead", type=int, default=1000, help="messages inserted but not yet terminal, at most")
     ap.add_argument("--rate", type=float, default=0.0, help="insert at this many msg/s instead (0: --ahead)")
-    ap.add_argument("--archive-every", type=int, default=1233, help="messages between archiving runs (a day)")
+    ap.add_argument("--day-messages", type=int, default=100_000,
+                    help="messages in a simulated day: the demo day and its revisions (soak_stream.py)")
+    ap.add_argument("--archive-every", type=int, default=0, help="messages between archiving runs (default: a day)")
+    ap.add_argument("--stored-flights", type=int, default=0,
+                    help="copy the first day's flights into earlier days until the store holds this many "
+                         "(a year at an airport: 400000) before the run is measured (soak_history.py)")
     ap.add_argument("--retain-days", type=int, default=2, help="simulated days archiving keeps")
     ap.add_argument("--backlog", type=int, default=0, help="insert this many first, then drain them")
     ap.add_argument("--outage-hours", type=float, default=0.0,
                     help="catch-up: this many hours of a --day-messages day wait in the mailbox when msgx starts, "
                          "while new traffic arrives at --peak-rate for --after-s seconds")
-    ap.add_argument("--day-messages", type=int, default=100_000)
     ap.add_argument("--peak-rate", type=float, default=0.0, help="msg/s of new traffic (default: 5x the day's mean)")
     ap.add_argument("--after-s", type=float, default=180.0)
     ap.add_argument("--no-delivery", action="store_true", help="no dispatcher: events stay in the outbox")
+    ap.add_argument("--dagster", action="store_true",
+                    help="the pump as the run the inbox sensor starts under dagster dev, its dispatcher inside it")
     ap.add_argument("--vacuum-every", type=float, default=0.0, help="VACUUM (ANALYZE) every S seconds")
     ap.add_argument("--private-pg", action="store_true",
                     help="a private PostgreSQL cluster with autovacuum on (the default a production server runs)")
@@ -283,6 +311,7 @@ def parse() -> argparse.Namespace:
                     help="reset the tables' storage parameters (fill factors, autovacuum thresholds) to the defaults")
     args = ap.parse_args()
     args.pre = args.backlog
+    args.archive_every = args.archive_every or args.day_messages
     if args.backlog:
         args.messages = args.backlog
     elif args.outage_hours:
@@ -352,7 +381,7 @@ def soak(args: argparse.Namespace) -> int:
         if not args.no_delivery:
             AdminClient({"bootstrap.servers": KAFKA}).create_topics([NewTopic(t, 4, 1) for t in topics])
             env["MSGX_KAFKA_BOOTSTRAP"] = KAFKA
-        feeder = Feeder(stream(date.today()), args.messages, tag, args.ahead, args.rate)
+        feeder = Feeder(stream(date.today(), args.day_messages), args.messages, tag, args.ahead, args.rate)
         if args.pre:
             t = time.monotonic()
             while len(feeder.inserted) < args.pre:
@@ -360,24 +389,22 @@ def soak(args: argparse.Namespace) -> int:
             print(f"backlog of {args.pre} messages inserted in {time.monotonic() - t:.0f} s", flush=True)
         procs = [start(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                         "--appendonly", "no"], env, work / "redis.log")]
-        long = str(24 * 3600)
-        pump_argv = [str(BIN / "msgx"), "pump", "--max-runtime", long]
-        pump_argv += ["--drain"] if args.backlog else ["--idle-for", long]
+        stack: DagsterStack | None = None
         try:
-            pump = start(pump_argv, env, work / "pump.log")
-            started = time.time()
-            procs.append(pump)
-            if not args.no_delivery:
-                procs.append(start([sys.executable, "-c", "from msgx_engine.config import Settings;"
-                                    "from msgx_engine.delivery.runner import run_dispatch;"
-                                    f"run_dispatch(Settings.from_env(), drain=False, run_for_s={long})"],
-                                   env, work / "dispatch.log"))
+            pump: Pump
+            if args.dagster:
+                stack = DagsterStack(env, work).start()
+                started, pump = time.time(), DagsterPump(stack)
+            else:
+                pump, started = start_engine(args, env, work, procs), time.time()
             samples = drive(args, feeder, pump, db_url, dsn)
             lat = latencies(dsn, feeder.inserted, args.no_delivery)
             with psycopg.connect(dsn) as conn:
                 stats = conn.execute(_STATS_SQL).fetchall()
         finally:
             feeder.stop_flag.set()
+            if stack is not None:
+                stack.stop()
             for p in reversed(procs):
                 stop(p)
         report(args, samples, feeder.inserted, lat, stats)
@@ -387,8 +414,22 @@ def soak(args: argparse.Namespace) -> int:
     return 0
 
 
-def drive(args: argparse.Namespace, feeder: Feeder, pump: subprocess.Popen, db_url: str,
-          dsn: str) -> list[Sample]:
+def start_engine(args: argparse.Namespace, env: dict[str, str], work: Path, procs: list[subprocess.Popen]) -> Pump:
+    """``msgx pump`` and, with delivery on, a dispatcher (what ``dispatch_job`` runs), long-lived."""
+    long = str(24 * 3600)
+    pump_argv = [str(BIN / "msgx"), "pump", "--max-runtime", long]
+    pump_argv += ["--drain"] if args.backlog else ["--idle-for", long]
+    procs.append(start(pump_argv, env, work / "pump.log"))
+    pump = EnginePump(procs[-1])
+    if not args.no_delivery:
+        procs.append(start([sys.executable, "-c", "from msgx_engine.config import Settings;"
+                            "from msgx_engine.delivery.runner import run_dispatch;"
+                            f"run_dispatch(Settings.from_env(), drain=False, run_for_s={long})"],
+                           env, work / "dispatch.log"))
+    return pump
+
+
+def drive(args: argparse.Namespace, feeder: Feeder, pump: Pump, db_url: str, dsn: str) -> list[Sample]:
     """Feed, archive and sample until every message is terminal: a sample at each tenth."""
     engine = make_engine(db_url)
     archiver = Archiver(engine, SystemClock())
@@ -396,17 +437,19 @@ def drive(args: argparse.Namespace, feeder: Feeder, pump: subprocess.Popen, db_u
     n = args.messages
     samples: list[Sample] = []
     next_archive = args.archive_every
+    history = args.stored_flights
     with psycopg.connect(dsn, autocommit=True) as conn:
-        samples.append(sample(conn, 0, pump.pid))
         if len(feeder.inserted) < feeder.total:
             feeder.start()
+        pump.ready()
+        samples.append(sample(conn, 0, pump))
         if vacuumer:
             vacuumer.start()
         while len(samples) <= TENTHS:
             done = int(scalar(conn, _PROGRESS_SQL))
             feeder.done = done
             if done >= min(n, len(samples) * n // TENTHS):
-                samples.append(sample(conn, done, pump.pid))
+                samples.append(sample(conn, done, pump))
                 s = samples[-1]
                 if not s.rss_mb:              # a drain's pump has exited by its last sample
                     s.rss_mb, s.cpu_s = samples[-2].rss_mb, max(s.cpu_s, samples[-2].cpu_s)
@@ -414,14 +457,20 @@ def drive(args: argparse.Namespace, feeder: Feeder, pump: subprocess.Popen, db_u
                       f"RSS {s.rss_mb:.0f} MB, tables {sum(x[1] for x in s.rel.values()) / 2**20:.0f} MB",
                       flush=True)
                 continue
+            if history and scalar(conn, "SELECT count(*) >= 200 FROM flight_schd"):
+                stored, took = store_history(dsn, history)
+                print(f"{stored} flights stored (the first day's copied into earlier days in {took:.0f} s), "
+                      f"{time.strftime('%H:%M:%S')}", flush=True)
+                history = 0
+                continue
             if done >= next_archive and not args.no_delivery:
                 archive(archiver, feeder, args)
                 next_archive += args.archive_every
                 continue
             if feeder.error is not None:
                 raise SystemExit(f"the feeder failed: {feeder.error!r}")
-            if pump.poll() is not None:
-                raise SystemExit(f"the pump exited ({pump.returncode}) after {done} of {n} messages")
+            if pump.exited() is not None:
+                raise SystemExit(f"the pump exited ({pump.exited()}) after {done} of {n} messages")
             time.sleep(0.5)
     if vacuumer:
         vacuumer.stop_flag.set()
@@ -482,10 +531,24 @@ class Tenth:
     mb: float
 
 
+def steps(by_terminal: list[tuple[int, tuple[float, float | None]]]) -> dict[int, float]:
+    """Each message's step in a drain: from the pump's previous commit to the one that made it
+    terminal (in a backlog every message waited since the start, so the wait says nothing)."""
+    out: dict[int, float] = {}
+    previous = current = by_terminal[0][1][0] if by_terminal else 0.0
+    for msg_id, (t, _) in by_terminal:
+        if t != current:
+            previous, current = current, t
+        out[msg_id] = t - previous
+    return out
+
+
 def tenths(samples: list[Sample], inserted: dict[int, float],
-           lat: dict[int, tuple[float, float | None]]) -> list[Tenth]:
-    """Each tenth's figures: messages by the order they became terminal, CPU and RSS as sampled."""
+           lat: dict[int, tuple[float, float | None]], *, drain: bool = False) -> list[Tenth]:
+    """Each tenth's figures: messages by the order they became terminal, CPU and RSS as sampled;
+    the latency is mailbox -> terminal, or the pump's step in a ``drain``."""
     by_terminal = sorted(lat.items(), key=lambda kv: kv[1][0])
+    step = steps(by_terminal) if drain else {}
     size = max(1, len(by_terminal) // TENTHS)
     out = []
     for k in range(TENTHS):
@@ -493,7 +556,7 @@ def tenths(samples: list[Sample], inserted: dict[int, float],
         if len(part) < 2:
             break
         span = part[-1][1][0] - part[0][1][0]
-        term = [(t - inserted[i]) * 1000 for i, (t, _) in part]
+        term = [(step[i] if drain else t - inserted[i]) * 1000 for i, (t, _) in part]
         kafka = [(s - t) * 1000 for _, (t, s) in part if s is not None]
         a, b = samples[k], samples[min(k + 1, len(samples) - 1)]
         cpu = (b.cpu_s - a.cpu_s) / max(1, b.done - a.done) * 1000
@@ -505,13 +568,14 @@ def tenths(samples: list[Sample], inserted: dict[int, float],
 
 def report(args: argparse.Namespace, samples: list[Sample], inserted: dict[int, float],
            lat: dict[int, tuple[float, float | None]], stats: list[tuple]) -> None:
-    rows = tenths(samples, inserted, lat)
+    rows = tenths(samples, inserted, lat, drain=bool(args.backlog))
     mode = (f"backlog of {args.backlog} drained" if args.backlog else
             f"fed {f'at {args.rate:.0f} msg/s' if args.rate else f'{args.ahead} ahead'}")
     print(f"\n{len(lat)} messages, {mode}, delivery {'down' if args.no_delivery else 'on'}, "
           f"archiving every {args.archive_every} keeping {args.retain_days} days, "
           f"{statistics.fmean(r.rate for r in rows):.0f} msg/s over the tenths")
-    print(f"{'tenth':>5} {'msg/s':>7} {'term p50':>9} {'p99 ms':>7} {'kafka p50':>10} {'p99 ms':>7} "
+    print(f"{'tenth':>5} {'msg/s':>7} {'step p50' if args.backlog else 'term p50':>9} {'p99 ms':>7} {'kafka p50':>10} "
+          f"{'p99 ms':>7} "
           f"{'CPU s/1k':>9} {'RSS MB':>7} {'db MB':>7}")
     for k, r in enumerate(rows, 1):
         print(f"{k:>5} {r.rate:7.0f} {r.term_p50:9.0f} {r.term_p99:7.0f} {r.kafka_p50:10.0f} {r.kafka_p99:7.0f} "
@@ -521,7 +585,7 @@ def report(args: argparse.Namespace, samples: list[Sample], inserted: dict[int, 
     for k, s in enumerate(samples[1:], 1):
         print(f"{k:>5} " + " ".join(f"{s.probes[name][0]:>9d} ({s.probes[name][1]:5.1f})" for name in PROBES))
     if len(rows) >= 3:
-        compare(rows[1], rows[-1], samples[2], samples[-1])
+        compare(rows[1], rows[-1], samples[2], samples[-1], "pump step" if args.backlog else "mailbox -> terminal")
     print_sizes(samples[-1], stats)
 
 
@@ -543,12 +607,12 @@ def catch_up(args: argparse.Namespace, started: float, inserted: dict[int, float
                   f"p99 {pct(values, 0.99):.0f} ms")
 
 
-def compare(second: Tenth, last: Tenth, s2: Sample, sl: Sample) -> None:
+def compare(second: Tenth, last: Tenth, s2: Sample, sl: Sample, latency: str) -> None:
     """One line per figure: the last tenth against the second (the first is warm-up)."""
     print("\nlast tenth against the second:")
     for name, a, b in (("throughput msg/s", second.rate, last.rate),
-                       ("mailbox -> terminal p50 ms", second.term_p50, last.term_p50),
-                       ("mailbox -> terminal p99 ms", second.term_p99, last.term_p99),
+                       (f"{latency} p50 ms", second.term_p50, last.term_p50),
+                       (f"{latency} p99 ms", second.term_p99, last.term_p99),
                        ("terminal -> Kafka p50 ms", second.kafka_p50, last.kafka_p50),
                        ("terminal -> Kafka p99 ms", second.kafka_p99, last.kafka_p99),
                        ("pump CPU s per 1,000", second.cpu_per_1k, last.cpu_per_1k),
