@@ -455,7 +455,6 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 # --- recover (a state database restored from an older backup) ----------------------------------
 def cmd_recover(args: argparse.Namespace) -> int:
-    from msgx_engine.delivery.projection import Projection, connect
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
     from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover
 
@@ -475,16 +474,13 @@ def cmd_recover(args: argparse.Namespace) -> int:
         if not _signed(args):
             print("msgx recover: --apply needs --operator NAME and --reason TEXT", file=sys.stderr)
             return 2
-        redis_url = app.settings.redis_url
-
         def rebuild() -> int:
-            assert redis_url
-            return Projection(connect(redis_url), app.settings.redis_key).rebuild(app.engine)
+            return app.rebuild_projection() or 0
 
         try:
             result = recover(app.engine, app.mailbox, operator=args.operator, reason=args.reason,
                              now=app.clock.now(), replay=lambda: app.pump(PumpOptions()).run(),
-                             rebuild=rebuild if redis_url else None)
+                             rebuild=rebuild if app.settings.redis_url else None)
         except (RecoverBusy, PumpBusy) as exc:
             print(f"msgx recover: {exc}", file=sys.stderr)
             return 3
