@@ -19,8 +19,23 @@ release, dispatch, consume) by the times msgx records, per 10 s of load; ``--set
 seconds after the warm-up before the load, so the runs that ``dagster dev`` starts in its first
 minute (the minute schedules' first ticks) are over and the load sees the steady state. Needs
 the machine's PostgreSQL, MariaDB and a Kafka-wire broker (MSGX_TEST_KAFKA, default
-127.0.0.1:9092). Usage: ``.venv/bin/python bench/bench_latency.py [--mode dagster|engine]
-[--rate 250] [--seconds 60] [--settle 0] [--stages] [--dump FILE]``
+127.0.0.1:9092).
+
+``--db-url URL --mailbox-url URL`` (both or neither): measure on existing, already migrated
+databases instead of fresh ones, e.g. after a soak drained a backlog into them; they are left as
+they are (never dropped), and the load's mailbox ids continue after theirs; its messages take SEQNs
+no GTDT message there is bound to (a repeated identity is a duplicate, never delivered) and go to
+flights of this run's own (a message that changes nothing publishes nothing). A database that has
+lived has flights, so the private Redis is first filled from it (a projection rebuild, as in
+production where Redis holds every flight; an empty one would have the health checks' drift
+comparison hold the writer lock over every flight). Events the outbox still holds (a backlog
+drained while delivery was down) go to this run's fresh topics first: the warm-up waits until
+they are delivered too, so the load meets a steady state. ``--warm-timeout S`` bounds the
+warm-up (default 180 s; a large outbox needs more).
+
+Usage: ``.venv/bin/python bench/bench_latency.py [--mode dagster|engine] [--rate 250]
+[--seconds 60] [--settle 0] [--stages] [--dump FILE] [--db-url URL --mailbox-url URL]
+[--warm-timeout 180]``
 """
 
 from __future__ import annotations
@@ -37,10 +52,13 @@ import tempfile
 import threading
 import time
 import uuid
+from itertools import islice
 from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from redis.exceptions import ConnectionError as RedisConnectionError
+from sqlalchemy import select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -48,8 +66,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pump import TAG, drop, mysql_db, pg_db  # noqa: E402
 from builders import gtdt  # noqa: E402
 
+from msgx_engine.db import make_engine  # noqa: E402
+from msgx_engine.delivery.projection import Projection, connect  # noqa: E402
 from msgx_engine.demo.instance import RUN_LIMITS  # noqa: E402
 from msgx_engine.mailbox.adapter import Mailbox  # noqa: E402
+from msgx_engine.store import outbox  # noqa: E402
+from msgx_engine.store.tables import msg_identity  # noqa: E402
 
 KAFKA = os.environ.get("MSGX_TEST_KAFKA", "127.0.0.1:9092")
 BIN = Path(sys.executable).parent
@@ -70,9 +92,9 @@ class MsgConsumer(threading.Thread):
     def run(self) -> None:
         while not self.stop.is_set():
             m = self.consumer.poll(0.1)
-            if m is None or m.error():
+            if m is None or m.error() or (value := m.value()) is None:
                 continue
-            self.received.setdefault(int(json.loads(m.value())["MSG_ID"]), time.time())
+            self.received.setdefault(int(json.loads(value)["MSG_ID"]), time.time())
         self.consumer.close()
 
 
@@ -101,6 +123,77 @@ def wait_for(ids: list[int], consumer: MsgConsumer, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and any(i not in consumer.received for i in ids):
         time.sleep(0.05)
+
+
+def unsent(db_url: str) -> int:
+    """Released events the outbox has not delivered yet (dead ones left out: nothing sends them)."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            return outbox.unsent_count(conn)
+    finally:
+        engine.dispose()
+
+
+def wait_outbox(db_url: str, deadline: float) -> int:
+    """Wait until the outbox has delivered every event or ``deadline`` (monotonic) passes; the
+    events left. Polled each second: the count reads the unsent index, whose dead entries a large
+    backlog leaves behind until VACUUM, so it is not free."""
+    while (left := unsent(db_url)) and time.monotonic() < deadline:
+        time.sleep(1.0)
+    return left
+
+
+SEQN_MAX = 999_999                  # the SIS envelope's SEQN is 1-6 digits
+_GTDT_IDENTITY = "AODB|FLOP|GTDT|"   # the identity (SNDR|TYPE|STYP|SEQN) of this benchmark's messages
+
+
+def free_seqns(db_url: str, count: int) -> list[int]:
+    """``count`` SEQNs no GTDT message in the database is bound to, smallest first.
+
+    The test builders number SEQNs from the same start in every process, so a second run on the
+    same database (or a backlog built with them) would repeat its identities: inside the identity
+    window a repeat is a duplicate or a conflict, never delivered. Not necessarily contiguous: a
+    soak's stream numbers every message type from one counter, so its GTDT SEQNs are scattered."""
+    engine = make_engine(db_url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(msg_identity.c.identity)
+                                .where(msg_identity.c.identity.startswith(_GTDT_IDENTITY))).scalars()
+            taken = {int(tail) for ident in rows if (tail := ident[len(_GTDT_IDENTITY):]).isdigit()}
+    finally:
+        engine.dispose()
+    free = list(islice((s for s in range(1, SEQN_MAX + 1) if s not in taken), count))
+    if len(free) < count:
+        raise SystemExit(f"only {len(free)} GTDT SEQNs are free in the database; {count} needed")
+    return free
+
+
+def message(flid: str, gate: str, seqn: int | None) -> str:
+    """One GTDT message: the builders' next SEQN, or ``seqn``."""
+    return gtdt(flid, (1, gate)) if seqn is None else gtdt(flid, (1, gate), seqn=seqn)
+
+
+def rebuild_projection(db_url: str, redis_url: str, timeout_s: float = 10.0) -> None:
+    """Fill the fresh private Redis with the database's flights, once the server answers."""
+    client = connect(redis_url)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.ping()
+            break
+        except RedisConnectionError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+    engine = make_engine(db_url)
+    t = time.monotonic()
+    try:
+        flights = Projection(client).rebuild(engine)
+    finally:
+        engine.dispose()
+        client.close()
+    print(f"Redis projection rebuilt from the database: {flights} flights in {time.monotonic() - t:.1f}s")
 
 
 # The steps of one message's latency, by the times msgx itself records (PostgreSQL's clock and the
@@ -163,25 +256,47 @@ def main() -> int:
     ap.add_argument("--settle", type=float, default=0.0, help="seconds to wait after the warm-up")
     ap.add_argument("--stages", action="store_true",
                     help="split each latency into its steps by the times msgx records, per 10 s of load")
+    ap.add_argument("--db-url", help="an existing, migrated msgx database (with --mailbox-url): used, never dropped")
+    ap.add_argument("--mailbox-url", help="an existing MariaDB mailbox (with --db-url): used, never dropped")
+    ap.add_argument("--warm-timeout", type=float, default=180.0,
+                    help="seconds the warm-up may take (the warm-up message and any events the outbox held)")
     args = ap.parse_args()
+    existing = args.db_url is not None
+    if existing != (args.mailbox_url is not None):
+        ap.error("--db-url and --mailbox-url go together")
 
     topic_msg, topic_schd = f"bench_msg_{TAG}", f"bench_schd_{TAG}"
     AdminClient({"bootstrap.servers": KAFKA}).create_topics([NewTopic(topic_msg, 4, 1), NewTopic(topic_schd, 4, 1)])
-    db_url, mailbox_url = pg_db(TAG), mysql_db(TAG)
+    db_url, mailbox_url = (args.db_url, args.mailbox_url) if existing else (pg_db(TAG), mysql_db(TAG))
     work = Path(tempfile.mkdtemp(prefix="msgx-bench-latency-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
     redis_port = free_port()
+    redis_url = f"redis://127.0.0.1:{redis_port}/0"
     env.update(MSGX_DB_URL=db_url, MSGX_MAILBOX_URL=mailbox_url, MSGX_KAFKA_BOOTSTRAP=KAFKA,
                MSGX_TOPIC_MSG=topic_msg, MSGX_TOPIC_SCHD=topic_schd, MSGX_HOME=str(work / "home"),
-               MSGX_REDIS_URL=f"redis://127.0.0.1:{redis_port}/0")
+               MSGX_REDIS_URL=redis_url)
     mailbox = Mailbox(mailbox_url)
     consumer = MsgConsumer(topic_msg, 4)
     consumer.start()
     # A private Redis for the projection step (part of the measured path, DESIGN §2 step 8).
     procs: list[subprocess.Popen] = [start(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1",
                                             "--save", "", "--appendonly", "no"], env, work / "redis.log")]
-    total_s = args.seconds + 120
+    # the engine mode's processes outlive the warm-up, the settling and the load
+    total_s = args.warm_timeout + args.settle + args.seconds + 120
     try:
+        n = int(args.rate * args.seconds)
+        backlog = 0
+        seqns: list[int | None] = [None] * (n + 1)  # None: the builders' own SEQNs (a fresh database)
+        run_tag = ""
+        if existing:
+            # this run's own flights: a message that leaves its flight as an earlier run left it
+            # changes nothing and publishes nothing (FLIDs are 1-12 letters or digits)
+            run_tag = TAG[-6:]
+            seqns = [*free_seqns(db_url, n + 1)]
+            rebuild_projection(db_url, redis_url)
+            backlog = unsent(db_url)
+            if backlog:
+                print(f"the outbox holds {backlog} undelivered events: the warm-up waits for them", flush=True)
         if args.mode == "engine":
             procs.append(start([str(BIN / "msgx"), "pump", "--idle-for", str(total_s), "--max-runtime", str(total_s)],
                                env, work / "pump.log"))
@@ -195,35 +310,44 @@ def main() -> int:
             (home / "dagster.yaml").write_text(RUN_LIMITS, "utf-8")     # SQLite storage, the run limits
             procs.append(start([str(BIN / "dagster"), "dev", "-m", "msgx_dagster.definitions", "-p", str(free_port())],
                                {**env, "DAGSTER_HOME": str(home)}, work / "dagster.log"))
-        warm = mailbox.put(gtdt("WARM", (1, "W1")))
+        warm = mailbox.put(message(f"WARM{run_tag}", "W1", seqns[0]))
         t_warm = time.time()
-        wait_for([warm], consumer, 180)
+        warm_deadline = time.monotonic() + args.warm_timeout
+        wait_for([warm], consumer, args.warm_timeout)
         if warm not in consumer.received:
             print(f"warm-up message never delivered; logs in {work}", file=sys.stderr)
             return 1
-        print(f"warm-up delivered after {consumer.received[warm] - t_warm:.2f}s (excluded)")
+        print(f"warm-up delivered after {consumer.received[warm] - t_warm:.2f}s (excluded)", flush=True)
+        if backlog:
+            left = wait_outbox(db_url, warm_deadline)
+            if left:
+                print(f"{left} of the outbox's {backlog} events still undelivered after the warm-up's "
+                      f"{args.warm_timeout:.0f}s; logs in {work}", file=sys.stderr)
+                return 1
+            print(f"warm-up took {time.time() - t_warm:.1f}s: the outbox's {backlog} events delivered "
+                  "(excluded)", flush=True)
         time.sleep(args.settle)
 
-        n = int(args.rate * args.seconds)
         inserted: dict[int, float] = {}
         t0 = time.monotonic()
         for i in range(n):
             pause = t0 + i / args.rate - time.monotonic()
             if pause > 0:
                 time.sleep(pause)
-            mid = mailbox.put(gtdt(f"L{i % args.flights}", (1, f"G{i % 97}")))
+            mid = mailbox.put(message(f"L{run_tag}{i % args.flights}", f"G{i % 97}", seqns[i + 1]))
             inserted[mid] = time.time()
         achieved = n / (time.monotonic() - t0)
         wait_for(list(inserted), consumer, 60)
         if args.stages:
             stages = stage_times(db_url, inserted, consumer.received)
     finally:
-        for p in procs:
-            stop(p)
+        for proc in procs:
+            stop(proc)
         consumer.stop.set()
         consumer.join(10)
         mailbox.dispose()
-        drop([TAG])
+        if not existing:
+            drop([TAG])
 
     if args.dump:
         start_t = min(inserted.values())

@@ -7,12 +7,13 @@ production processes without Dagster: a long-lived ``msgx pump`` and a long-live
 instead, whose inbox sensor starts the pump run (its dispatcher a thread inside it,
 ``soak_dagster.py``). The stream is demo days one after another (``soak_stream.py``: the day's
 reference packages, its SCHD DNLD of 241 flights, the FLOP subtypes, a RESP, malformed bodies and
-repeats), each brought to ``--day-messages`` (100,000) with the AODB's revisions. A feeder inserts it into the mailbox in small commits, keeping at most
-``--ahead`` messages not yet terminal (so the pump always has work and its rate is what is
-measured), or at ``--rate`` messages a second. Every ``--archive-every`` messages (a simulated day
-by default) this process runs the archiving run's work (``Archiver.run``, what ``archive_job``
-does nightly) with the retention and identity window compressed to ``--retain-days`` simulated
-days: the time since that day's first message was inserted.
+repeats), each brought to ``--day-messages`` (100,000) with the AODB's revisions. A feeder inserts
+it into the mailbox in small commits, keeping at most ``--ahead`` messages not yet terminal (so the
+pump always has work and its rate is what is measured), or at ``--rate`` messages a second. Every
+``--archive-every`` messages (a simulated day by default) this process runs the archiving run's
+work (``Archiver.run``, what ``archive_job`` does nightly) with the retention and identity window
+compressed to ``--retain-days`` simulated days: the time since that day's first message was
+inserted.
 
 Per tenth of the run (by messages terminal, the first tenth being warm-up): throughput, p50/p99 of
 mailbox insert -> terminal status and of terminal status -> Kafka acknowledgement (``sent_at``),
@@ -31,6 +32,10 @@ the new traffic waited meanwhile.
 latency is then the pump's step (from its previous commit to the one that made a message
 terminal): every message of a backlog waited since the start.
 
+``--then-latency K``: after the run, on the same databases, K runs of ``bench_latency.py`` under
+``dagster dev`` (``soak_latency.py``): after a backlog drained with delivery down, the first run's
+warm-up delivers the outbox, and each run says whether p99 <= 300 ms at 250 msg/s held.
+
 ``--stored-flights N``: once the first day's flights are stored, they are copied into earlier days
 until the store holds N (``soak_history.py``; a year at an airport is about 400,000), so what
 reads more as the store grows shows in the tenths.
@@ -46,7 +51,7 @@ parameters (fill factors, autovacuum thresholds) reset to PostgreSQL's defaults,
 
 Usage: ``.venv/bin/python bench/bench_soak.py [--messages 1000000] [--day-messages 100000]
 [--ahead 1000] [--rate R] [--archive-every N] [--retain-days 2] [--stored-flights N] [--backlog N]
-[--no-delivery] [--outage-hours H --peak-rate R --after-s 180] [--dagster] [--private-pg]
+[--no-delivery] [--then-latency K] [--outage-hours H --peak-rate R --after-s 180] [--dagster] [--private-pg]
 [--without-upkeep] [--vacuum-every S]``. Sized for 1,000,000 messages in under an hour at 280
 msg/s or more; develop with ``--messages 20000 --day-messages 8000``. Not a test: nothing asserts
 a timing.
@@ -85,6 +90,7 @@ from private_servers import PrivatePostgres, private_postgres_root  # noqa: E402
 from proctree import rss_mb, tree_cpu_seconds  # noqa: E402
 from soak_dagster import DagsterStack  # noqa: E402
 from soak_history import store_history  # noqa: E402
+from soak_latency import latency_runs, print_runs  # noqa: E402
 from soak_stream import StreamMessage, stream  # noqa: E402
 
 from msgx_engine.clock import SystemClock  # noqa: E402
@@ -302,6 +308,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--peak-rate", type=float, default=0.0, help="msg/s of new traffic (default: 5x the day's mean)")
     ap.add_argument("--after-s", type=float, default=180.0)
     ap.add_argument("--no-delivery", action="store_true", help="no dispatcher: events stay in the outbox")
+    ap.add_argument("--then-latency", type=int, default=0, metavar="K",
+                    help="after the run, K runs of bench_latency.py under dagster dev on its databases "
+                         "(after a --backlog: the latency target once the outbox is delivered)")
     ap.add_argument("--dagster", action="store_true",
                     help="the pump as the run the inbox sensor starts under dagster dev, its dispatcher inside it")
     ap.add_argument("--vacuum-every", type=float, default=0.0, help="VACUUM (ANALYZE) every S seconds")
@@ -410,6 +419,9 @@ def soak(args: argparse.Namespace) -> int:
         report(args, samples, feeder.inserted, lat, stats)
         if args.outage_hours:
             catch_up(args, started, feeder.inserted, lat)
+        if args.then_latency:
+            print(f"\n{args.then_latency} runs of bench_latency.py under dagster dev on these databases:", flush=True)
+            print_runs(latency_runs(db_url, mailbox_url, args.then_latency))
     print(f"logs in {work}")
     return 0
 
