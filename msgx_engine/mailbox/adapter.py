@@ -154,6 +154,15 @@ class Mailbox:
         with self.engine.connect() as conn:
             return [int(r[0]) for r in conn.execute(q)]
 
+    def unprocessed_ids_between(self, after_id: int, upto_id: int) -> list[int]:
+        """Unmarked row ids with ``after_id < id <= upto_id``: bounded by primary key on both
+        sides, so it reads that slice of the mailbox and no more (C-14: no index on the mark)."""
+        cid = cminmsgs.c.CMINMSGS_ID
+        q = (select(cid).where(cid > after_id, cid <= upto_id, cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))
+             .order_by(cid))
+        with self.engine.connect() as conn:
+            return [int(r[0]) for r in conn.execute(q)]
+
     def unprocessed_ids(self, after_id: int, limit: int) -> list[int]:
         q = (select(cminmsgs.c.CMINMSGS_ID)
              .where(cminmsgs.c.CMINMSGS_ID > after_id, cminmsgs.c.CMINMSGS_DATE_PROCESSED.is_(None))

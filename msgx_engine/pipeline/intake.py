@@ -6,6 +6,13 @@ late scan re-reads a window above the low-water id every few seconds, and a comp
 scan every few minutes catches rows that committed far below it (US-01 AC3). Holes in the id
 sequence are recorded as gaps so the queue head can wait ``gap_grace_s`` for them (US-01 AC5).
 
+The full scan reads the whole mailbox at the pump's first pass; after that it rolls (decision
+P37): every late scan reads one more slice of ids, sized so that the slices cover the mailbox once
+every ``full_scan_every_s``, and a sweep that reaches the top starts again from the bottom. It
+reads as much as a whole scan every five minutes did, but a few milliseconds at a time: a whole
+scan of a mailbox of a million rows held the pump for about two seconds, and every message that
+arrived meanwhile waited for it.
+
 Every pass also checks that the mailbox holds no processed work this database does not know: a
 marked row above the durable high-water mark, or a recorded gap that turned up already marked,
 means the state database was restored from an older backup (or another installation processed
@@ -113,6 +120,7 @@ class Intake:
         self.full_scan_every_s = full_scan_every_s
         self._last_late: datetime | None = None
         self._last_full: datetime | None = None
+        self._sweep: int | None = None       # the id the rolling full scan reads on from (None: between sweeps)
 
     # ---------------------------------------------------------------------------------------
     def scan(self, conn: Connection, *, force_full: bool = False) -> IntakeStats:
@@ -124,10 +132,12 @@ class Intake:
         """
         stats = IntakeStats()
         now = self.clock.now()
-        full = force_full or self._due(self._last_full, self.full_scan_every_s, now)
+        full = force_full or self._last_full is None
+        late = not full and self._due(self._last_late, self.late_scan_every_s, now)
+        sweep_starts = late and self._sweep is None and not self.shadow
         pos = queue.intake_position(conn)
         open_gaps = pos.open_gaps
-        gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full else ()))
+        gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full or sweep_starts else ()))
         conn.commit()
         try:
             if pos.high_water is None:
@@ -148,9 +158,11 @@ class Intake:
                 candidates += self._full_scan(conn)
                 self._last_full = now
                 self._last_late = now
-            elif self._due(self._last_late, self.late_scan_every_s, now):
+                self._sweep = None
+            elif late:
                 low = max(queue.low_water(conn, pos.max_registered) - self.late_window, 0)
                 candidates += self.mailbox.unprocessed_ids(low, self.batch * 4)
+                candidates += self._sweep_slice(conn, base, now)
                 self._last_late = now
             ids = sorted(set(candidates))
             known = queue.registered_among(conn, ids)
@@ -248,6 +260,21 @@ class Intake:
     @staticmethod
     def _due(last: datetime | None, every_s: float, now: datetime) -> bool:
         return last is None or now - last >= timedelta(seconds=every_s)
+
+    def _sweep_slice(self, conn: Connection, top: int, now: datetime) -> list[int]:
+        """The rolling full scan's next slice of ids up to ``top`` (the ids the fast path accounts
+        for): a sweep's share of one late-scan interval, at least a batch's worth of ids."""
+        start = self._sweep or 0
+        slices = max(1, int(self.full_scan_every_s / self.late_scan_every_s))
+        upto = start + max(self.batch, -(-top // slices))
+        found = self.mailbox.unprocessed_ids_between(start, upto)
+        if upto >= top:
+            self._sweep = None
+            self._last_full = now
+            queue.record_full_scan(conn, now)
+        else:
+            self._sweep = upto
+        return found
 
     def _full_scan(self, conn: Connection) -> list[int]:
         found: list[int] = []

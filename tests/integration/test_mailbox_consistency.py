@@ -180,6 +180,42 @@ def test_processed_mark_reset_to_null_is_written_again_once(app, clock, caplog):
     assert all(proc(app, i).status == "SUCCEEDED" for i in ids)
 
 
+def test_the_full_scan_rolls_over_the_mailbox_a_slice_per_late_scan_p37(app, clock, caplog):
+    """F4, P37: after the first pass's whole scan, the full scan reads one slice of ids per late
+    scan, sized so the slices cover the mailbox once every ``full_scan_every_s``; a mark reset on an
+    old row is found by the slice that covers it (not by the late window, closed here), and no pass
+    reads more than its slice: the pump is never held for a read of the whole mailbox."""
+    ids = [app.mailbox.put(gtdt(f"RS{i}", (1, f"A{i}"))) for i in range(12)]
+    drain_now(app)
+    intake = Intake(app.mailbox, clock, batch=2, late_window=0, late_scan_every_s=2, full_scan_every_s=10)
+    read: list[tuple[int, int]] = []
+    slice_of = app.mailbox.unprocessed_ids_between
+
+    def spy(after_id: int, upto_id: int) -> list[int]:
+        read.append((after_id, upto_id))
+        return slice_of(after_id, upto_id)
+
+    app.mailbox.unprocessed_ids_between = spy            # type: ignore[method-assign]
+    with app.engine.connect() as conn:
+        intake.scan(conn)                                # the first pass: the whole mailbox at once
+        assert read == []
+        with app.mailbox.engine.connect() as mconn:
+            mconn.execute(update(cminmsgs).where(cminmsgs.c.CMINMSGS_ID == ids[7]).values(CMINMSGS_DATE_PROCESSED=None))
+        requeued_at = None
+        with caplog.at_level(logging.WARNING, logger="msgx_engine.pipeline.intake"):
+            for tick in range(1, 6):
+                clock.advance(2)
+                intake.scan(conn)
+                if requeued_at is None and todo(app, ids[7]).status == "PENDING":
+                    requeued_at = tick
+    step = max(2, -(-ids[-1] // 5))                  # a fifth of the ids (at least a batch) per late scan
+    sweep = [(k, k + step) for k in range(0, ids[-1], step)]
+    assert read == (sweep + sweep)[:5]               # bottom to top, then again from the bottom
+    covering = next(n for n, (after, upto) in enumerate(read, start=1) if after < ids[7] <= upto)
+    assert requeued_at == covering
+    assert any(f"({ids[7]})" in r.getMessage() for r in caplog.records if "reset to NULL" in r.getMessage())
+
+
 def test_second_installation_on_the_same_mailbox_exits_naming_the_holder(app, clock, pg_url_2):
     """OPS-1: two installations (each its own PostgreSQL) on one mailbox: while one pump runs, the
     other exits at once with a message naming the mailbox lock and the holding host, and
