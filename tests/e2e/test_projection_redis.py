@@ -209,3 +209,23 @@ def test_drift_takes_the_writer_lock_only_for_flights_that_differ(app, shared_pr
         holder.commit()
     checker.join(30)
     assert result and result[0].total == 0 and result[0].pg_count == 2
+
+
+def test_drift_compares_versions_for_every_flight_and_documents_for_a_sample_o18(app, shared_projection):
+    """O18: the drift check finds a lost write (Redis keeps an older version) whether or not the
+    flight is among the documents it compares; a document edited in Redis under its version is found
+    only when the sample includes it; the cost of the first pass does not grow with whole documents."""
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states([state(f"V{i}", 1, FLNO=f"A{i}") for i in range(6)])
+    shared_projection.rebuild(app.engine)
+    assert shared_projection.drift(app.engine, documents=0).total == 0
+    with app.engine.begin() as conn:                     # V1 moves on; its projection write is lost
+        FlightRepository(conn).persist_next_states([state("V1", 2, FLNO="B1")])
+    drift = shared_projection.drift(app.engine, documents=0)
+    assert (drift.differing, drift.sample) == (1, ["V1"])
+    shared_projection.apply([state("V1", 2, FLNO="B1")])
+    edited = json.loads(pg_json(app)["V2"]) | {"STND": "999"}
+    shared_projection.client.hset(shared_projection.key, "V2", json.dumps(edited))    # same version
+    assert shared_projection.drift(app.engine, documents=0).total == 0
+    drift = shared_projection.drift(app.engine, documents=6)
+    assert (drift.differing, drift.sample, drift.pg_count, drift.redis_count) == (1, ["V2"], 6, 6)
