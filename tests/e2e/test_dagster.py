@@ -104,7 +104,11 @@ def test_two_pumps_only_one_processes(app, env_for):
         assert first.poll() is None
     finally:
         first.terminate()
-        first.wait(timeout=30)
+        try:
+            first.wait(timeout=30)
+        except subprocess.TimeoutExpired:     # seen once in CI on a loaded machine: never leave it behind
+            first.kill()
+            first.wait(timeout=10)
 
 
 def test_backfill_job_marks_terminal_rows(msgx_env, app):
