@@ -58,7 +58,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from redis.exceptions import ConnectionError as RedisConnectionError
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -125,21 +125,17 @@ def wait_for(ids: list[int], consumer: MsgConsumer, timeout_s: float) -> None:
         time.sleep(0.05)
 
 
-def unsent(db_url: str) -> int:
+def unsent(engine: Engine) -> int:
     """Released events the outbox has not delivered yet (dead ones left out: nothing sends them)."""
-    engine = make_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            return outbox.unsent_count(conn)
-    finally:
-        engine.dispose()
+    with engine.connect() as conn:
+        return outbox.unsent_count(conn)
 
 
-def wait_outbox(db_url: str, deadline: float) -> int:
+def wait_outbox(engine: Engine, deadline: float) -> int:
     """Wait until the outbox has delivered every event or ``deadline`` (monotonic) passes; the
     events left. Polled each second: the count reads the unsent index, whose dead entries a large
     backlog leaves behind until VACUUM, so it is not free."""
-    while (left := unsent(db_url)) and time.monotonic() < deadline:
+    while (left := unsent(engine)) and time.monotonic() < deadline:
         time.sleep(1.0)
     return left
 
@@ -148,21 +144,17 @@ SEQN_MAX = 999_999                  # the SIS envelope's SEQN is 1-6 digits
 _GTDT_IDENTITY = "AODB|FLOP|GTDT|"   # the identity (SNDR|TYPE|STYP|SEQN) of this benchmark's messages
 
 
-def free_seqns(db_url: str, count: int) -> list[int]:
+def free_seqns(engine: Engine, count: int) -> list[int]:
     """``count`` SEQNs no GTDT message in the database is bound to, smallest first.
 
     The test builders number SEQNs from the same start in every process, so a second run on the
     same database (or a backlog built with them) would repeat its identities: inside the identity
     window a repeat is a duplicate or a conflict, never delivered. Not necessarily contiguous: a
     soak's stream numbers every message type from one counter, so its GTDT SEQNs are scattered."""
-    engine = make_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(select(msg_identity.c.identity)
-                                .where(msg_identity.c.identity.startswith(_GTDT_IDENTITY))).scalars()
-            taken = {int(tail) for ident in rows if (tail := ident[len(_GTDT_IDENTITY):]).isdigit()}
-    finally:
-        engine.dispose()
+    with engine.connect() as conn:
+        rows = conn.execute(select(msg_identity.c.identity)
+                            .where(msg_identity.c.identity.startswith(_GTDT_IDENTITY))).scalars()
+        taken = {int(tail) for ident in rows if (tail := ident[len(_GTDT_IDENTITY):]).isdigit()}
     free = list(islice((s for s in range(1, SEQN_MAX + 1) if s not in taken), count))
     if len(free) < count:
         raise SystemExit(f"only {len(free)} GTDT SEQNs are free in the database; {count} needed")
@@ -174,7 +166,7 @@ def message(flid: str, gate: str, seqn: int | None) -> str:
     return gtdt(flid, (1, gate)) if seqn is None else gtdt(flid, (1, gate), seqn=seqn)
 
 
-def rebuild_projection(db_url: str, redis_url: str, timeout_s: float = 10.0) -> None:
+def rebuild_projection(engine: Engine, redis_url: str, timeout_s: float = 10.0) -> None:
     """Fill the fresh private Redis with the database's flights, once the server answers."""
     client = connect(redis_url)
     deadline = time.monotonic() + timeout_s
@@ -186,12 +178,10 @@ def rebuild_projection(db_url: str, redis_url: str, timeout_s: float = 10.0) -> 
             if time.monotonic() >= deadline:
                 raise
             time.sleep(0.1)
-    engine = make_engine(db_url)
     t = time.monotonic()
     try:
         flights = Projection(client).rebuild(engine)
     finally:
-        engine.dispose()
         client.close()
     print(f"Redis projection rebuilt from the database: {flights} flights in {time.monotonic() - t:.1f}s")
 
@@ -283,6 +273,7 @@ def main() -> int:
                                             "--save", "", "--appendonly", "no"], env, work / "redis.log")]
     # the engine mode's processes outlive the warm-up, the settling and the load
     total_s = args.warm_timeout + args.settle + args.seconds + 120
+    state: Engine | None = None       # the existing database's engine, for the warm-up's reads
     try:
         n = int(args.rate * args.seconds)
         backlog = 0
@@ -292,9 +283,10 @@ def main() -> int:
             # this run's own flights: a message that leaves its flight as an earlier run left it
             # changes nothing and publishes nothing (FLIDs are 1-12 letters or digits)
             run_tag = TAG[-6:]
-            seqns = [*free_seqns(db_url, n + 1)]
-            rebuild_projection(db_url, redis_url)
-            backlog = unsent(db_url)
+            state = make_engine(db_url)
+            seqns = [*free_seqns(state, n + 1)]
+            rebuild_projection(state, redis_url)
+            backlog = unsent(state)
             if backlog:
                 print(f"the outbox holds {backlog} undelivered events: the warm-up waits for them", flush=True)
         if args.mode == "engine":
@@ -319,7 +311,8 @@ def main() -> int:
             return 1
         print(f"warm-up delivered after {consumer.received[warm] - t_warm:.2f}s (excluded)", flush=True)
         if backlog:
-            left = wait_outbox(db_url, warm_deadline)
+            assert state is not None
+            left = wait_outbox(state, warm_deadline)
             if left:
                 print(f"{left} of the outbox's {backlog} events still undelivered after the warm-up's "
                       f"{args.warm_timeout:.0f}s; logs in {work}", file=sys.stderr)
@@ -346,6 +339,8 @@ def main() -> int:
         consumer.stop.set()
         consumer.join(10)
         mailbox.dispose()
+        if state is not None:
+            state.dispose()
         if not existing:
             drop([TAG])
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -53,6 +52,7 @@ from types import TracebackType
 from typing import Any, BinaryIO
 
 import psycopg
+from bench_latency import free_port
 from proctree import alive, descendants, started_at, tree_cpu_seconds
 
 from msgx_engine.demo.instance import RUN_LIMITS
@@ -155,12 +155,6 @@ class _Graphql(Webserver):
             return False
         state = found.get("sensorState") or {}
         return state.get("status") == "RUNNING" and bool(state.get("ticks"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --- the stack -------------------------------------------------------------------------------------

@@ -197,7 +197,7 @@ class Projection:
             conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 versions = {flid: str(v) for flid, v in conn.execute(_CURRENT_VERSIONS)}
-                picked = random.sample(sorted(versions), min(documents, len(versions)))
+                picked = random.sample(list(versions), min(documents, len(versions)))
                 documented = {f: state_json(st) for f, st in FlightRepository(conn).load(picked).items()}
         held = set(cast("list[str]", self.client.hkeys(self.key)))
         held_versions = cast("dict[str, str]", self.client.hgetall(self.version_key))

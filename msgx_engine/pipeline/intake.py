@@ -270,7 +270,6 @@ class Intake:
         found = self.mailbox.unprocessed_ids_between(start, upto)
         if upto >= top:
             self._sweep = None
-            self._last_full = now
             queue.record_full_scan(conn, now)
         else:
             self._sweep = upto

@@ -36,17 +36,15 @@ log = logging.getLogger(__name__)
 _MAPPING_SQL = (
     "SELECT EXISTS (SELECT 1 FROM ref_load WHERE rtype = %(rtype)s) AS loaded, "
     "(SELECT json_agg(json_build_array(rkey, fields)) FROM ref_master WHERE rtype = %(rtype)s) AS records")
-# Live flights naming a stand, with what is stored for them (one pass over flight_schd + PSDT rows).
-_NAMED_STANDS_SQL = (
-    "SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
-    "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid "
-    "WHERE NOT f.deleted AND (f.stnd IS NOT NULL OR p.psst IS NOT NULL) GROUP BY f.flid")
-# The same for the live flights naming one of %(stands)s (every stand each names, to derive from).
-_ON_STANDS_SQL = (
-    "SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
-    "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid "
-    "WHERE NOT f.deleted AND f.flid IN (SELECT flid FROM flight_schd WHERE stnd = ANY(%(stands)s) "
-    "UNION SELECT flid FROM flight_stand_plan WHERE psst = ANY(%(stands)s)) GROUP BY f.flid")
+# Live flights with what is stored for them and every stand each names, to derive from.
+_STANDS_OF = ("SELECT f.flid, f.stand_bridges, f.stnd, array_remove(array_agg(p.psst), NULL) AS pssts "
+              "FROM flight_schd f LEFT JOIN flight_stand_plan p ON p.flid = f.flid WHERE NOT f.deleted AND {} "
+              "GROUP BY f.flid")
+# ... those naming a stand (one pass over flight_schd + PSDT rows)
+_NAMED_STANDS_SQL = _STANDS_OF.format("(f.stnd IS NOT NULL OR p.psst IS NOT NULL)")
+# ... those naming one of %(stands)s
+_ON_STANDS_SQL = _STANDS_OF.format("f.flid IN (SELECT flid FROM flight_schd WHERE stnd = ANY(%(stands)s) "
+                                   "UNION SELECT flid FROM flight_stand_plan WHERE psst = ANY(%(stands)s))")
 
 
 def read_bridges(conn: Connection) -> BridgeMap | None:
