@@ -32,8 +32,10 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, ScalarSelect, delete, exists, func, select, union, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from msgx_engine.store.status import OPEN, TERMINAL, TodoStatus
+from msgx_engine.store.status import TERMINAL, TodoStatus
 from msgx_engine.store.tables import (
+    IS_OPEN,
+    IS_PENDING_TODO,
     backfill_todo,
     cutover_state,
     flight_schd,
@@ -221,7 +223,7 @@ class Position:
 
 
 def position(conn: Connection) -> Position:
-    open_ = proc_state.c.status.in_(OPEN)
+    open_ = IS_OPEN
     lowest = select(func.min(proc_state.c.msg_id)).where(open_).scalar_subquery()
     applied = select(func.min(proc_state.c.msg_id)).where(open_, proc_state.c.applied_at.is_not(None)).scalar_subquery()
     top = func.greatest(
@@ -241,7 +243,7 @@ def finished_above(conn: Connection, watermark: int) -> int:
 def pending_marks(conn: Connection, upto: int) -> int:
     """Mailbox marks still owed for messages at or below ``upto``."""
     return int(conn.execute(select(func.count()).select_from(backfill_todo).where(
-        backfill_todo.c.msg_id <= upto, backfill_todo.c.status == TodoStatus.PENDING)).scalar_one())
+        backfill_todo.c.msg_id <= upto, IS_PENDING_TODO)).scalar_one())
 
 
 @dataclass(frozen=True)

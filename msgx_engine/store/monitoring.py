@@ -23,8 +23,7 @@ from datetime import datetime
 from sqlalchemy import Connection, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from msgx_engine.store.status import Status
-from msgx_engine.store.tables import alert_state, heartbeat, proc_state
+from msgx_engine.store.tables import IS_WAITING_DEAD, IS_WAITING_UNSUPPORTED, alert_state, heartbeat, proc_state
 
 PUMP = "pump"
 
@@ -178,17 +177,16 @@ def mark_rise_announced(conn: Connection, name: str, posted: Tally) -> bool:
 # --- what waits for an operator ------------------------------------------------------------------------
 # Unacknowledged DEAD and SKIPPED(unsupported) messages: every statement here names the conditions of
 # the partial index proc_state_attention_idx, so it is read, not the table.
-_WAITING_DEAD = (proc_state.c.status == Status.DEAD, proc_state.c.acknowledged_at.is_(None))
 
 
 def waiting_dead_count(conn: Connection) -> int:
     """DEAD messages no operator has acknowledged: the dead-letter count."""
-    return int(conn.execute(select(func.count()).where(*_WAITING_DEAD)).scalar_one())
+    return int(conn.execute(select(func.count()).where(*IS_WAITING_DEAD)).scalar_one())
 
 
 def waiting_dead_ids(conn: Connection, limit: int) -> list[int]:
     """Their mailbox ids, oldest first, at most ``limit`` (a rise re-alerts naming the new ones)."""
-    return [int(r[0]) for r in conn.execute(select(proc_state.c.msg_id).where(*_WAITING_DEAD)
+    return [int(r[0]) for r in conn.execute(select(proc_state.c.msg_id).where(*IS_WAITING_DEAD)
                                             .order_by(proc_state.c.msg_id).limit(limit))]
 
 
@@ -198,7 +196,6 @@ def waiting_unsupported_types(conn: Connection, since: datetime) -> list[tuple[s
     ps = proc_state.c
     label = func.concat(func.coalesce(ps.msg_type, "?"), "-", func.coalesce(ps.msg_styp, "?"))
     rows = conn.execute(select(label, func.count())
-                        .where(ps.status == Status.SKIPPED, ps.reason == "unsupported", ps.acknowledged_at.is_(None),
-                               ps.created_at >= since)
+                        .where(*IS_WAITING_UNSUPPORTED, ps.created_at >= since)
                         .group_by(label).order_by(label)).fetchall()
     return [(r[0], int(r[1])) for r in rows]

@@ -14,8 +14,7 @@ from datetime import date, datetime
 from sqlalchemy import Connection, Integer, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 
-from msgx_engine.store.status import Status
-from msgx_engine.store.tables import msg_event, proc_state, schd_gen_run
+from msgx_engine.store.tables import IS_WAITING_DEAD, msg_event, proc_state, schd_gen_run
 
 ERROR_EXCERPT_CHARS = 120
 
@@ -63,7 +62,7 @@ def waiting_dead_letters(conn: Connection, limit: int = 20) -> tuple[int, list[D
     """How many DEAD messages wait for an operator, and the ``limit`` oldest of them (by mailbox id:
     the order they arrived in). Acknowledged ones have been dealt with and are left out."""
     ps = proc_state.c
-    waiting = (ps.status == Status.DEAD, ps.acknowledged_at.is_(None))
+    waiting = IS_WAITING_DEAD
     total = int(conn.execute(select(func.count()).where(*waiting)).scalar_one())
     rows = conn.execute(
         select(ps.msg_id, ps.msg_type, ps.msg_styp, ps.reason, ps.error_class,

@@ -26,6 +26,8 @@ from msgx_engine.store import identity, metric_totals
 from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
 from msgx_engine.store.tables import (
     ATTENTION_WHERE,
+    IS_OPEN,
+    IS_PENDING_TODO,
     backfill_todo,
     intake_gap,
     intake_state,
@@ -362,9 +364,9 @@ def requeue_reset_marks(conn: Connection, ids: list[int], *, seen_before: dateti
 
 def low_water(conn: Connection, max_registered: int) -> int:
     """Smallest id not yet terminal and marked, minus one; everything below it is finished."""
-    open_min = conn.execute(select(func.min(proc_state.c.msg_id)).where(proc_state.c.status.in_(OPEN))).scalar()
+    open_min = conn.execute(select(func.min(proc_state.c.msg_id)).where(IS_OPEN)).scalar()
     todo_min = conn.execute(select(func.min(backfill_todo.c.msg_id))
-                            .where(backfill_todo.c.status == TodoStatus.PENDING)).scalar()
+                            .where(IS_PENDING_TODO)).scalar()
     lows = [v for v in (open_min, todo_min) if v is not None]
     return (min(lows) - 1) if lows else max_registered
 
@@ -446,7 +448,7 @@ def record_full_scan(conn: Connection, now: datetime) -> None:
 def open_ids_after(conn: Connection, msg_id: int, limit: int) -> list[int]:
     """Open message ids after ``msg_id`` in id order (the body prefetch)."""
     return [r[0] for r in conn.execute(
-        select(proc_state.c.msg_id).where(proc_state.c.status.in_(OPEN), proc_state.c.msg_id > msg_id)
+        select(proc_state.c.msg_id).where(IS_OPEN, proc_state.c.msg_id > msg_id)
         .order_by(proc_state.c.msg_id).limit(limit))]
 
 
@@ -458,7 +460,7 @@ class Todo:
 
 
 def _due(now: datetime):
-    return (backfill_todo.c.status == TodoStatus.PENDING,
+    return (IS_PENDING_TODO,
             or_(backfill_todo.c.next_attempt_at.is_(None), backfill_todo.c.next_attempt_at <= now))
 
 
@@ -484,7 +486,7 @@ def settle_todos(conn: Connection, status: TodoStatus, ids: list[int], done_at: 
 
 def pending_todos(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(backfill_todo)
-                            .where(backfill_todo.c.status == TodoStatus.PENDING)).scalar_one())
+                            .where(IS_PENDING_TODO)).scalar_one())
 
 
 def due_todos(conn: Connection, now: datetime) -> int:
@@ -494,13 +496,13 @@ def due_todos(conn: Connection, now: datetime) -> int:
 # --- figures (pump, monitor, CLI) ------------------------------------------------------------------------
 def open_count(conn: Connection) -> int:
     return int(conn.execute(select(func.count()).select_from(proc_state)
-                            .where(proc_state.c.status.in_(OPEN))).scalar_one())
+                            .where(IS_OPEN)).scalar_one())
 
 
 def open_summary(conn: Connection) -> tuple[int, datetime | None]:
     """How many messages are open, and when the oldest was registered."""
     count, oldest = conn.execute(select(func.count(), func.min(proc_state.c.created_at))
-                                 .where(proc_state.c.status.in_(OPEN))).one()
+                                 .where(IS_OPEN)).one()
     return int(count), oldest
 
 
@@ -540,14 +542,14 @@ def head_summary(conn: Connection) -> tuple[int, int | None, datetime | None]:
     head age of the monitor, one statement over the partial open index."""
     count, head, oldest = conn.execute(select(func.count(), func.min(proc_state.c.msg_id),
                                               func.min(proc_state.c.created_at))
-                                       .where(proc_state.c.status.in_(OPEN))).one()
+                                       .where(IS_OPEN)).one()
     return int(count), head, oldest
 
 
 def backfill_summary(conn: Connection) -> tuple[int, datetime | None]:
     """(mailbox marks still to write, when the oldest of them was queued): the backfill lag."""
     count, oldest = conn.execute(select(func.count(), func.min(backfill_todo.c.created_at))
-                                 .where(backfill_todo.c.status == TodoStatus.PENDING)).one()
+                                 .where(IS_PENDING_TODO)).one()
     return int(count), oldest
 
 
@@ -570,7 +572,7 @@ def processing_span(conn: Connection) -> tuple[datetime | None, datetime | None]
 
 def applied_open_ids() -> Select:
     """Messages between transaction 1 and 2 (applied, not yet terminal): a subquery."""
-    return select(proc_state.c.msg_id).where(proc_state.c.applied_at.is_not(None), proc_state.c.status.in_(OPEN))
+    return select(proc_state.c.msg_id).where(proc_state.c.applied_at.is_not(None), IS_OPEN)
 
 
 # --- operator actions (replay, skip) ------------------------------------------------------------

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import logging
 
-from builders import envelope, flop
+from builders import envelope, flop, gate
 from snapshot_builders import dnld, events, fltr, pump, query, status
 from sqlalchemy import text
 
@@ -114,6 +114,14 @@ def test_records_added_before_any_full_load_are_not_a_mapping_us14_ac3(app, capl
     with app.engine.connect() as conn:
         assert (mapping_status(conn).loaded, mapping_status(conn).flights_unknown) == (True, 0)
     assert query(app, "SELECT rtype, msg_id FROM ref_load") == [("ABDG", full)]
+
+
+def test_only_flights_naming_a_stand_count_as_unknown_airbridges_us14_ac3(app):
+    """US-14 AC3's health figure (read from a partial index of the flights storing no airbridges,
+    0017): a stand written before any full load counts; a flight with no stand does not."""
+    pump(app, abdg("ADD", ("A1", ("501",))), psdt("F1", "501"), flop("GTDT", "F2", gate(1, "G1")))
+    with app.engine.connect() as conn:
+        assert mapping_status(conn).flights_unknown == 1
 
 
 def test_an_empty_full_load_makes_every_stand_remote_not_unknown_us14_ac3(app):
