@@ -223,9 +223,9 @@ class Position:
 
 
 def position(conn: Connection) -> Position:
-    open_ = IS_OPEN
-    lowest = select(func.min(proc_state.c.msg_id)).where(open_).scalar_subquery()
-    applied = select(func.min(proc_state.c.msg_id)).where(open_, proc_state.c.applied_at.is_not(None)).scalar_subquery()
+    lowest = select(func.min(proc_state.c.msg_id)).where(IS_OPEN).scalar_subquery()
+    applied = (select(func.min(proc_state.c.msg_id)).where(IS_OPEN, proc_state.c.applied_at.is_not(None))
+               .scalar_subquery())
     top = func.greatest(
         select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
         select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery(),

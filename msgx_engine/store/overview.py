@@ -62,13 +62,12 @@ def waiting_dead_letters(conn: Connection, limit: int = 20) -> tuple[int, list[D
     """How many DEAD messages wait for an operator, and the ``limit`` oldest of them (by mailbox id:
     the order they arrived in). Acknowledged ones have been dealt with and are left out."""
     ps = proc_state.c
-    waiting = IS_WAITING_DEAD
-    total = int(conn.execute(select(func.count()).where(*waiting)).scalar_one())
+    total = int(conn.execute(select(func.count()).where(*IS_WAITING_DEAD)).scalar_one())
     rows = conn.execute(
         select(ps.msg_id, ps.msg_type, ps.msg_styp, ps.reason, ps.error_class,
                func.left(func.regexp_replace(ps.error_detail, r"\s+", " ", "g"), ERROR_EXCERPT_CHARS),
                ps.created_at, ps.terminal_at)
-        .where(*waiting).order_by(ps.msg_id).limit(limit))
+        .where(*IS_WAITING_DEAD).order_by(ps.msg_id).limit(limit))
     return total, [DeadLetter(*r) for r in rows]
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from msgx_engine.handlers.seasons import SEASON_FLIGHT_SCALARS, SEASON_ROUTE_PARTS
 from msgx_engine.sis.fields import COLLECTIONS, flight_columns
-from msgx_engine.store.status import OPEN, TodoStatus, sql_in
+from msgx_engine.store.status import OPEN, Status, TodoStatus, sql_in
 
 metadata = MetaData()
 
@@ -229,8 +229,8 @@ def inline_in(column: Column, values: Iterable[str]) -> ColumnElement[bool]:
 IS_OPEN = inline_in(proc_state.c.status, OPEN)
 IS_PENDING_TODO = inline_in(backfill_todo.c.status, (TodoStatus.PENDING,))
 # ... and the two halves of proc_state_attention_idx (ATTENTION_WHERE)
-IS_WAITING_DEAD = (inline_in(proc_state.c.status, ("DEAD",)), proc_state.c.acknowledged_at.is_(None))
-IS_WAITING_UNSUPPORTED = (inline_in(proc_state.c.status, ("SKIPPED",)),
+IS_WAITING_DEAD = (inline_in(proc_state.c.status, (Status.DEAD,)), proc_state.c.acknowledged_at.is_(None))
+IS_WAITING_UNSUPPORTED = (inline_in(proc_state.c.status, (Status.SKIPPED,)),
                           inline_in(proc_state.c.reason, ("unsupported",)), proc_state.c.acknowledged_at.is_(None))
 
 intake_state = Table(
