@@ -7,12 +7,17 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from msgx_engine.config import MODE_PRODUCTION, ConfigError, Settings
 from msgx_engine.logcontext import LOG_FORMAT, install_mode
 from msgx_engine.redact import RedactingFilter
+
+if TYPE_CHECKING:
+    from msgx_engine.store.version_floor import Published
 
 log = logging.getLogger("msgx")
 
@@ -456,7 +461,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 # --- recover (a state database restored from an older backup) ----------------------------------
 def cmd_recover(args: argparse.Namespace) -> int:
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
-    from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover
+    from msgx_engine.pipeline.recover import RecoverBusy, RecoverRefused, find_lost, recover
 
     if _settings().shadow:
         raise ConfigError("msgx recover finds lost work by production's mailbox marks; a shadow instance "
@@ -480,10 +485,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
         try:
             result = recover(app.engine, app.mailbox, operator=args.operator, reason=args.reason,
                              now=app.clock.now(), replay=lambda: app.pump(PumpOptions()).run(),
-                             rebuild=rebuild if app.settings.redis_url else None)
+                             rebuild=rebuild if app.settings.redis_url else None,
+                             published=_topics_published(app.settings))
         except (RecoverBusy, PumpBusy) as exc:
             print(f"msgx recover: {exc}", file=sys.stderr)
             return 3
+        except RecoverRefused as exc:
+            print(f"msgx recover: refused, nothing changed: {exc}", file=sys.stderr)
+            return 2
     finally:
         app.dispose()
     if not result.registered:
@@ -492,6 +501,24 @@ def cmd_recover(args: argparse.Namespace) -> int:
     print(f"recovered {len(result.registered)} message(s) ({result.lost.describe()}); audit {result.audit_id}")
     print(json.dumps(result.outcome, sort_keys=True))
     return 0
+
+
+def _topics_published(settings: Settings) -> Callable[[], Published] | None:
+    """What the production topics show published, for ``msgx recover`` (None: Kafka is not configured)."""
+    from msgx_engine.delivery.published import TopicsUnreadable, read_published
+    from msgx_engine.pipeline.recover import topics_unreadable
+
+    bootstrap = settings.kafka_bootstrap
+    if not bootstrap:
+        return None
+
+    def read() -> Published:
+        try:
+            return read_published(bootstrap, [settings.topic_msg, settings.topic_schd])
+        except TopicsUnreadable as exc:
+            raise topics_unreadable(str(exc)) from exc
+
+    return read
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:

@@ -4,9 +4,11 @@ their state databases."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import pytest
@@ -98,3 +100,55 @@ def msg_events(url: str) -> Counter:
 def both_drain(run_as, env: dict[str, str]) -> None:
     ok(run_as(env, "pump", "--drain"))
     ok(run_as(env, "dispatch", "--drain"))
+
+
+# --- a consumer that follows docs/delivery.md literally ------------------------------------------
+@dataclass
+class Follower:
+    """A consumer of the production topics doing exactly what docs/delivery.md asks: on ``msg`` keep
+    the highest ``event_id`` per FLID and drop a record whose ``event_id`` is not above it (the
+    stricter of the page's two rules); on ``schd`` keep per FLID the highest ``STATE_VERSION``
+    applied and drop anything not newer. Records are taken in each partition's order (a FLID's
+    records share one partition). ``lost`` lists every dropped record that was not a resend of
+    what it holds: a change it will never see."""
+
+    event_ids: dict[str, int] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    documents: dict[str, dict] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)
+    taken: int = 0
+
+    def take_msg(self, flid: str, event_id: int) -> None:
+        held = self.event_ids.get(flid, 0)
+        if event_id > held:
+            self.event_ids[flid] = event_id
+            self.taken += 1
+        elif event_id < held:
+            self.lost.append(f"msg {flid}: event_id {event_id} after {held}")
+
+    def take_schd(self, flid: str, document: dict) -> None:
+        version, held = int(document["STATE_VERSION"]), self.versions.get(flid, 0)
+        if version > held:
+            self.versions[flid], self.documents[flid] = version, document
+            self.taken += 1
+        elif version < held or document != self.documents[flid]:
+            self.lost.append(f"schd {flid}: STATE_VERSION {version} after {held}")
+
+    def consume(self, reader, env: dict[str, str], msg_count: int) -> Follower:
+        """Every record of the installation's production topics, from the start."""
+        for r in reader(env["MSGX_KAFKA_BOOTSTRAP"], env["MSGX_TOPIC_MSG"], msg_count):
+            self.take_msg(r.key, int(r.headers["event_id"]))
+        for r in reader(env["MSGX_KAFKA_BOOTSTRAP"], env["MSGX_TOPIC_SCHD"], 1):
+            self.take_schd(r.key, json.loads(r.value))
+        return self
+
+    def holds_projection(self, redis_url: str, key: str) -> list[str]:
+        """The flights whose whole state in the Redis projection (``key``, the installation that
+        holds the right now) is not the document this consumer holds: [] when it has every change."""
+        client = connect(redis_url)
+        try:
+            projection = {str(f): json.loads(v) for f, v in client.hgetall(key).items()}
+        finally:
+            client.close()
+        assert projection
+        return sorted(f for f, doc in projection.items() if self.documents.get(f) != doc)

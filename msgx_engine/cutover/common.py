@@ -22,9 +22,10 @@ from msgx_engine.compare.sources import SourceUnreadable, read_postgresql
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.redact import redact_urls
-from msgx_engine.store import cutover_state
+from msgx_engine.store import cutover_state, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 from msgx_engine.store.session_lock import LockBusy, SessionLock
+from msgx_engine.store.version_floor import Published
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +147,18 @@ def read_other(url: str, *, finished_after: int | None = None, finished_upto: in
         raise Refused(f"the other installation's state database {label} cannot be read "
                       f"({exc.__class__.__name__}): check --from") from exc
     return OtherSide(label, state, finished)
+
+
+def published_elsewhere(url: str) -> Published:
+    """What the other installation published at most (``version_floor.published_by``), read only:
+    this one continues above it (decision O19)."""
+    label = redact_urls(url)
+    try:
+        with read_only(url) as conn:
+            return version_floor.published_by(conn)
+    except SQLAlchemyError as exc:
+        raise Refused(f"the other installation's state database {label} cannot be read ({exc.__class__.__name__}), "
+                      "so the versions and event ids it published are not known: check --from") from exc
 
 
 def touched(url: str, after: int) -> set[str]:

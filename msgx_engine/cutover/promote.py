@@ -41,13 +41,14 @@ from msgx_engine.cutover.common import (
     compare_installations,
     lock,
     mailbox_free,
+    published_elsewhere,
     read_other,
     rebuild_projection,
     refuse_if,
 )
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.shadow_start import production_evidence
-from msgx_engine.store import audit, cutover_state, locks
+from msgx_engine.store import audit, cutover_state, locks, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 from msgx_engine.store.session_lock import SessionLock
 
@@ -110,21 +111,25 @@ def _take_over(app: App, pump: SessionLock, old: OtherSide, from_url: str, *, op
                       f"See the whole report with `msgx compare --against URL` (URL: the old installation's state "
                       "database); explain or fix every difference, then promote again")
     report.say(f"flights match the old installation's: {agreement.describe()}")
+    published = published_elsewhere(from_url)
+    report.say(f"the old installation published {published.describe()}")
     now = app.clock.now()
     with conn.begin():
         locks.lock_writer_row(conn)
         owed = cutover_state.owe_marks_after(conn, watermark)
         again = cutover_state.deliver_again_after(conn, watermark)
         suppressed = cutover_state.suppress(conn, now, PUBLISHED_BEFORE, upto=watermark)
+        lifted = version_floor.lift(conn, published, republish_after=watermark)
         audit_id = audit.record(conn, operator, "cutover_promote", reason,
                                 {"from": old.label, "watermark": watermark, "old_audit": old.state.audit_id},
                                 {"finished_up_to": finished, "marks_owed": owed, "events_again": again,
-                                 "events_suppressed": suppressed})
+                                 "events_suppressed": suppressed, "versions": lifted.outcome()})
         cutover_state.write(conn, CutoverState(cutover_state.PRODUCTION, took_over_at=watermark, audit_id=audit_id))
     report.audit_id = audit_id
     report.say(f"took the right over at mailbox id {watermark}: {owed} row(s) processed after it are owed their "
                f"marks, {again} of their event(s) will be published to the production topics, {suppressed} "
                "undelivered event(s) at or below it recorded as published by the old installation")
+    report.say(lifted.describe())
     marked = Backfill(app.mailbox, app.clock).drain(conn, max_seconds=60.0).marked
     report.say(f"wrote {marked} mailbox mark(s) (only where none was written)")
     flights = rebuild_projection(app, report)

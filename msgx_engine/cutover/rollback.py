@@ -47,6 +47,7 @@ from msgx_engine.cutover.common import (
     compare_installations,
     lock,
     mailbox_lock,
+    published_elsewhere,
     read_other,
     rebuild_projection,
     refuse_if,
@@ -54,7 +55,7 @@ from msgx_engine.cutover.common import (
 from msgx_engine.pipeline.intake import StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
 from msgx_engine.pipeline.recover import id_ranges
-from msgx_engine.store import audit, cutover_state, locks, queue
+from msgx_engine.store import audit, cutover_state, locks, queue, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,8 @@ def rollback(app: App, from_url: str, *, operator: str, reason: str, known: Path
     other = read_other(from_url, finished_after=low, finished_upto=high, among=gaps)
     report.say(f"this installation stopped writes at mailbox id {low}; the promoted one ({other.label}) took over "
                f"there and stopped writes at id {high}")
+    published = published_elsewhere(from_url)
+    report.say(f"the promoted installation published {published.describe()}")
     dispatcher = lock(engine, locks.DISPATCHER, HOLDER, "a dispatcher is running on this state database: stop it "
                       "(`msgx dispatch`, the dispatch schedule) before rolling back")
     try:
@@ -107,15 +110,17 @@ def rollback(app: App, from_url: str, *, operator: str, reason: str, known: Path
             locks.lock_writer_row(conn)
             cutover_state.suppress(conn, app.clock.now(), PUBLISHED_BY_OTHER, ids=other.finished)
             suppressed = cutover_state.suppressed(conn, PUBLISHED_BY_OTHER, other.finished)
+            lifted = version_floor.lift(conn, published, republish_after=high)
             cutover_state.write(conn, CutoverState(cutover_state.PRODUCTION, took_over_at=high, audit_id=audit_id))
             audit.set_outcome(conn, audit_id, {"brought_over": len(other.finished), "suppressed": suppressed,
-                                               "took_over_at": high})
+                                               "took_over_at": high, "versions": lifted.outcome()})
     finally:
         dispatcher.release()
     flights = rebuild_projection(app, report)
     report.audit_id = audit_id
     report.say(f"{len(other.finished)} row(s) brought over, {suppressed} of their event(s) recorded as published by "
                f"the promoted installation; writes open again from mailbox id {high}")
+    report.say(lifted.describe())
     log.warning("cutover rollback (audit %s): back from mailbox id %s", audit_id, high)
     return RolledBack(low, high, len(other.finished), suppressed, flights, audit_id)
 

@@ -235,6 +235,7 @@ class SnapshotInput:
     children: codeshare.Children = field(default_factory=dict)
     window: tuple[datetime, datetime] | None = None     # a RESP's request window (D23); None: the day
     newer: Mapping[str, FlightState] = field(default_factory=dict)   # see SnapshotContext.newer
+    floors: Mapping[str, int] = field(default_factory=dict)          # see SnapshotContext.floors
 
 
 @dataclass(frozen=True)
@@ -264,6 +265,9 @@ class SnapshotContext:
     # the package's flights as ``package_flights`` gives them, when the pipeline read them already
     # (a large package, read on two cores); None: ``decide`` reads them
     flights: Flights | None = None
+    # the versions another installation published for package flights not stored here: such a
+    # flight starts one above (decision O19)
+    floors: Mapping[str, int] = field(default_factory=dict)
 
 
 def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
@@ -304,7 +308,8 @@ def decide(msg: SisMessage, ctx: SnapshotContext) -> Decision:
                                            "older one, committed late, would rewind the day (F6)")
     inp = SnapshotInput(styp=msg.meta.styp, day=ctx.ledger.day, flights=flights, ledger=ctx.ledger,
                         heads=ctx.heads, request=request, children=ctx.children,
-                        window=request_window(request, ctx.ledger.day) if request else None, newer=ctx.newer)
+                        window=request_window(request, ctx.ledger.day) if request else None, newer=ctx.newer,
+                        floors=ctx.floors)
     plan = plan_snapshot(inp, ctx.msg_id)
     completion = (RequestCompletion(request.req_id),) if request is not None else ()
     return Decision.apply(*outside_masters(inp, plan), plans=(plan, *completion), alert=_held_alert(plan))
@@ -399,7 +404,7 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
                                  undelete=True).state)
             continue
         written.append(FlightState(flid=flid, fields=fields, fday=day,
-                                   state_version=(head.state_version if head else 0) + 1,
+                                   state_version=(head.state_version if head else inp.floors.get(flid, 0)) + 1,
                                    last_message_id=msg_id, deleted=False,
                                    stamps=MappingProxyType({BASE: msg_id, DELETED: msg_id})))
     package = frozenset(flid for flid, _ in inp.flights)

@@ -82,6 +82,7 @@ from msgx_engine.store import identity, outbox, queue
 from msgx_engine.store.bridges import BridgeReader
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.queue import QueueHead, Status
+from msgx_engine.store.version_floor import Floors
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class Processor:
         transaction back before the clash is classified. One round trip less per message."""
         msg_id = head.msg_id
         states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
-                                            replayed=head.replayed)
+                                            replayed=head.replayed, floor=Floors(conn))
         decision = routed.decision
         if not decision.plans:      # before the first write (item 8); with plans, ``insert`` checks each row once
             outbox.check_record_sizes(events, self.max_record_bytes)

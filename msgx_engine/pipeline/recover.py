@@ -16,8 +16,15 @@ Recovery, audited with an operator and a reason:
    refuses older versions, it does not fail); the rebuild replaces both the documents and the
    guard's versions with PostgreSQL's.
 
-The replay re-emits the events of the recovered messages (new event ids, state versions that
-consumers may have seen before the restore): delivery is at-least-once (docs/delivery.md).
+The replay re-emits the events of the recovered messages. Consumers already hold what the lost
+work published before the restore, with event ids and versions the restored database counts again
+from an older point; so before it registers anything, recovery reads what the production topics
+show published (``published``: every retained record of ``msg`` and ``schd``,
+``delivery/published.py``) and moves this database's versions and event ids above it
+(``version_floor.lift``, decision O19): every replayed change reaches a consumer that follows
+docs/delivery.md as a newer one. Topics that cannot be read refuse the recovery (``RecoverRefused``,
+nothing registered); an installation without Kafka publishes to no topic and has nothing to stay
+above.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import audit, locks, queue
+from msgx_engine.store import audit, locks, queue, version_floor
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
@@ -68,6 +75,18 @@ class RecoverResult:
     audit_id: int | None = None
     registered: list[int] = field(default_factory=list)
     outcome: dict[str, object] = field(default_factory=dict)
+    lifted: version_floor.Lifted | None = None
+
+
+class RecoverRefused(RuntimeError):
+    """Nothing was registered: the message says why, in the operator's words (exit 2)."""
+
+
+def topics_unreadable(why: str) -> RecoverRefused:
+    return RecoverRefused(
+        f"{why}. Recovery needs what the production topics hold: the replay would otherwise publish versions and "
+        "event ids below those the consumers already have, and they would drop the replayed changes. Bring Kafka "
+        "back (check MSGX_KAFKA_BOOTSTRAP), then run `msgx recover --apply` again")
 
 
 def id_ranges(ids: Sequence[int], limit: int = 12) -> str:
@@ -105,9 +124,12 @@ class RecoverBusy(RuntimeError):
     """A pump is running: recovery registers nothing while it does."""
 
 
-def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now: datetime) -> RecoverResult:
+def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now: datetime,
+                  published: Callable[[], version_floor.Published] | None = None) -> RecoverResult:
     """Steps 1 and 2 (see the module doc): find the lost rows and register them, audited, while no
-    pump runs (the pump's advisory lock is held meanwhile). Audited even when there is nothing."""
+    pump runs (the pump's advisory lock is held meanwhile). Audited even when there is nothing.
+    ``published`` reads what the topics show published (None: Kafka is not configured); it raises
+    ``RecoverRefused`` when they cannot be read, before anything is written."""
     if not operator.strip() or not reason.strip():
         raise ValueError("recover needs --operator NAME and --reason TEXT")
     lock = SessionLock(engine, locks.PUMP, "msgx recover", RecoverBusy, refusal=(
@@ -115,9 +137,11 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
     with lock.held() as conn:
         lost = find_lost(conn, mailbox)
         result = RecoverResult(lost)
+        above = published() if published is not None and lost.ids else None
         with conn.begin():
             locks.lock_writer_row(conn)
             ids = lost.ids
+            result.lifted = version_floor.lift(conn, above) if above is not None else None
             result.audit_id = audit.record(conn, operator, "recover", reason, {
                 "high_water": lost.high_water, "above_high_water": id_ranges(lost.above, limit=1000),
                 "marked_gaps": list(lost.gaps), "count": len(ids)})
@@ -171,10 +195,12 @@ def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Ad
 
 
 def recover(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now: datetime,
-            replay: Callable[[], object], rebuild: Callable[[], int] | None) -> RecoverResult:
+            replay: Callable[[], object], rebuild: Callable[[], int] | None,
+            published: Callable[[], version_floor.Published] | None = None) -> RecoverResult:
     """All four steps. ``replay`` drains the pump; ``rebuild`` rebuilds the Redis projection (None:
-    not configured). The audit row's outcome gets the statuses the recovered messages ended in."""
-    result = register_lost(engine, mailbox, operator=operator, reason=reason, now=now)
+    not configured); ``published`` as ``register_lost``'s. The audit row's outcome gets the statuses
+    the recovered messages ended in and what the versions were lifted by."""
+    result = register_lost(engine, mailbox, operator=operator, reason=reason, now=now, published=published)
     if not result.registered:
         return result
     log.warning("recover (audit %s): %s registered again; replaying in id order", result.audit_id,
@@ -184,7 +210,9 @@ def recover(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now
     with engine.connect() as conn, conn.begin():
         statuses = queue.status_counts_of(conn, result.registered)
         result.outcome = {"registered": len(result.registered), "statuses": statuses,
-                          "projection_rebuilt": flights if flights is not None else "not configured"}
+                          "projection_rebuilt": flights if flights is not None else "not configured",
+                          "versions": result.lifted.outcome() if result.lifted is not None
+                          else "not lifted: Kafka is not configured, no topic to stay above"}
         assert result.audit_id is not None
         audit.set_outcome(conn, result.audit_id, result.outcome)
     return result

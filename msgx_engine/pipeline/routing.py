@@ -32,6 +32,7 @@ from msgx_engine.store import ledger
 from msgx_engine.store import seasons as season_store
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.requests import answer_candidates, inflight_requests, registered_at, sent_requests
+from msgx_engine.store.version_floor import floors_of
 
 C = TypeVar("C")
 
@@ -96,7 +97,8 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
     newer = [f for f in pkg.flids if f in heads and heads[f].newest > msg_id]   # rare: a late snapshot (F6)
     return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, ledger=day_ledger, heads=heads,
                                     children=children, newer=repo.load(newer) if newer else {},
-                                    flights=package_split.prepared_flights(msg, pkg.flids))
+                                    flights=package_split.prepared_flights(msg, pkg.flids),
+                                    floors=floors_of(conn, [f for f in pkg.flids if f not in heads]))
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:

@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 
 
 def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callable[[], BridgeMap | None] = lambda: None,
-                *, replayed: bool = False) -> tuple[list[FlightState], list[OutboxRow], list[FlightState]]:
+                *, replayed: bool = False, floor: Callable[[str], int] = lambda flid: 0
+                ) -> tuple[list[FlightState], list[OutboxRow], list[FlightState]]:
     """The decision's flight changes applied to the loaded states, last writer wins by ``msg_id``
     (F6): the states to write, their outbox events, and the states a reader sees change (for the
     projection). A change a reader does not see (every write equal or stale, or a deleted flight
@@ -41,7 +42,9 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
     one that moves nothing at all is not written. A state whose stands changed (or that is new or
     restored) gets its airbridges derived (D27) from ``bridges()``, called at most once and only
     then: most messages never read the mapping. A message an operator replayed (``replayed``, US-10
-    AC4: a stale replay is forced on purpose) lands on top of newer writes."""
+    AC4: a stale replay is forced on purpose) lands on top of newer writes. A flight shown for the
+    first time here starts above ``floor(flid)``, the version another installation published for it
+    (decision O19); ``floor`` is asked only then."""
     current = dict(routed.flights)
     states: list[FlightState] = []
     events: list[OutboxRow] = []
@@ -60,6 +63,8 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
             current[change.flid] = state
             states.append(state)
             continue
+        if base.state_version == 0:     # first shown here: above what was published elsewhere (O19)
+            state = replace(state, state_version=max(state.state_version, floor(change.flid) + 1))
         changed, cleared = result.changed, result.cleared
         rederived = needs_derivation(before, state)
         if rederived:

@@ -461,3 +461,15 @@ cutover_state = Table(
     Column("audit_id", BigInteger),
     _ts("updated_at", nullable=False, server_default=func.now()),
 )
+
+
+# --- versions above what another installation published (migration 0018; owner: store/version_floor.py)
+version_floor = Table(
+    # Per flight this database has no row for: the highest STATE_VERSION published elsewhere (another
+    # installation, or this one before a restore). Its first write here starts above it (decision O19).
+    "version_floor",
+    metadata,
+    Column("flid", Text, primary_key=True),
+    Column("state_version", BigInteger, nullable=False),
+    _ts("updated_at", nullable=False, server_default=func.now()),
+)

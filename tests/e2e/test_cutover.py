@@ -11,8 +11,10 @@ from collections import Counter
 
 from msgx_engine.delivery.projection import connect
 from msgx_engine.mailbox.lock import MailboxLock
+from tests.builders import gtdt
 from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
     BATCHES,
+    Follower,
     both_drain,
     msg_events,
     ok,
@@ -24,19 +26,27 @@ from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
 )
 from tests.e2e.test_shadow_start import state_checksum
 from tests.pipeline_support import mailbox_checksum
+from tests.snapshot_builders import big_package
+
+OLD = "OLD000001"
 
 
 def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_once(
-        app, two, run_as, kafka_reader, redis_url):  # noqa: F811 - fixtures from tests.cutover_support
-    """OPS-4 (a rehearsed rollback), PRE-1, OPS-3: production (a) and its shadow (b) process the same
-    stream; a stops writes at its watermark W while b has read on past it; b is promoted and goes on;
-    a rollback before b stopped is refused; b stops at W2; a rolls back, applying (W, W2] without
-    publishing it again, and goes on. Every mailbox row ends marked once (no mark ever rewritten);
-    on the production ``msg`` topic every message's events appear exactly once, published by the
-    installation that held the right when it was processed; both installations compare with 0
-    unexplained differences; a pump of a stopped installation refuses to run."""
+        app, two, run_as, kafka_reader, redis_url, tmp_path):  # noqa: F811 - fixtures from tests.cutover_support
+    """OPS-4 (a rehearsed rollback), PRE-1, OPS-3, O19: production (a) has processed an older day
+    before its shadow (b) starts from today's first message (``msgx shadow start-from``), so b counts
+    event ids and versions from a later point; both process today's stream; a stops writes at its
+    watermark W while b has read on past it; b is promoted and goes on (and changes a flight of the
+    old day, which only a stores); a rollback before b stopped is refused; b stops at W2; a rolls
+    back, applying (W, W2] without publishing it again, and goes on. Every mailbox row ends marked
+    once (no mark ever rewritten); on the production ``msg`` topic every message's events appear
+    exactly once, published by the installation that held the right when it was processed; both
+    installations compare with 0 unexplained differences; a pump of a stopped installation refuses
+    to run; and a consumer that follows docs/delivery.md literally drops no change on either topic
+    and ends holding every flight's whole state as the installation holding the right has it."""
     a, b, b_live = two["a"], two["b"], two["b_live"]
     mailbox = app.mailbox
+    mailbox.put_many([big_package(300, day=9, prefix="OLD")])        # an older day, before the shadow
     first = mailbox.put_many(BATCHES[0])
     both_drain(run_as, a)
     ok(run_as(b, *signed("shadow", "start-from", str(first[0]))))
@@ -62,20 +72,23 @@ def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_on
     assert code != 0
     refused(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"])), "has not stopped writes")
     both_drain(run_as, b_live)
-    fourth = mailbox.put_many(BATCHES[3])
+    fourth = [mailbox.put(gtdt(OLD, (1, "Z1"))), *mailbox.put_many(BATCHES[3])]   # OLD: stored by a only
     both_drain(run_as, b_live)
 
     out = ok(run_as(b_live, *signed("cutover", "stop-writes")))
     assert f"writes stopped at mailbox id {fourth[-1]}" in out
     marks_before_rollback = mailbox.processed_at(DAY_IDS := [*first, *second, *third, *fourth])
-    out = ok(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"])))
+    known = tmp_path / "known.yaml"       # b never stored the old day: it holds only what b saw of OLD
+    known.write_text(f"rules:\n  - field: '*'\n    when: {{flids: [{OLD}]}}\n    reason: a flight of a day "
+                     "before the shadow's start\n")
+    out = ok(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"], "--known", str(known))))
     assert f"{len(third) + len(fourth)} row(s) brought over" in out and "0 unexplained" in out
     assert mailbox.processed_at(DAY_IDS) == marks_before_rollback         # the rollback rewrote no mark
-    code, report, _ = run_as(a, "compare", "--against", b["MSGX_DB_URL"], "--json")
+    code, report, _ = run_as(a, "compare", "--against", b["MSGX_DB_URL"], "--known", str(known), "--json")
     assert code == 0 and json.loads(report)["flights"]["compared"] > 50
 
     ok(run_as(a, "dispatch", "--drain"))
-    fifth = mailbox.put_many(BATCHES[4])
+    fifth = [*mailbox.put_many(BATCHES[4]), mailbox.put(gtdt(OLD, (1, "Z2")))]
     both_drain(run_as, a)
     every = [*DAY_IDS, *fifth]
     final = mailbox.processed_at(every)
@@ -91,6 +104,9 @@ def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_on
     records = kafka_reader(a["MSGX_KAFKA_BOOTSTRAP"], a["MSGX_TOPIC_MSG"], sum(expected.values()))
     published = Counter(int(r.headers["msg_id"]) for r in records)
     assert published == expected and len(published) > 200
+    follower = Follower().consume(kafka_reader, a, sum(expected.values()))
+    assert follower.lost == []
+    assert follower.holds_projection(redis_url, a["MSGX_REDIS_KEY"]) == []
 
     redis = connect(redis_url)
     try:
