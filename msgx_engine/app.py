@@ -26,7 +26,7 @@ from msgx_engine.pipeline.outcomes import PostCommitHook
 from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.pump import Pump, PumpOptions, compose_pump
 from msgx_engine.pipeline.source import BodySource
-from msgx_engine.store import migrate
+from msgx_engine.store import migrate, version_floor
 from msgx_engine.store.release_signal import ReleaseNotifier
 
 
@@ -80,10 +80,11 @@ class App:
 
     def processor(self) -> Processor:
         s = self.settings
+        floors = version_floor.any_floor(self.engine)
         return Processor(BodySource(self.mailbox), self.clock, ignore_rules=s.ignore_rules,
                          gap_grace_s=s.gap_grace_s, max_body_bytes=s.max_body_bytes, post_commit=list(self.post_commit),
                          split_transactions=s.split_transactions, identity_window=s.identity_window,
-                         max_record_bytes=s.kafka_max_record_bytes)
+                         max_record_bytes=s.kafka_max_record_bytes, version_floors=floors)
 
     def release_notifier(self) -> AbstractContextManager[ReleaseNotifier | None]:
         """The pump's announcement of its releases to a dispatcher process (P19), for a pump with no

@@ -101,6 +101,10 @@ class Processor:
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
     grouping: Grouping | None = None                  # the pump's group commit (``pump.compose_pump``)
     on_release: Callable[[], None] | None = None      # called after a commit that made messages terminal
+    # whether the state database holds any version floor (O19): read when the pump is composed;
+    # only the cut-over commands and ``msgx recover`` write floors, never while a pump runs, so a
+    # database without any lets a new flight skip the look-up
+    version_floors: bool = True
 
     def __post_init__(self) -> None:
         self.status = StatusRecorder(self.clock, self.policy, self.identity_window)
@@ -238,7 +242,8 @@ class Processor:
         transaction back before the clash is classified. One round trip less per message."""
         msg_id = head.msg_id
         states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
-                                            replayed=head.replayed, floor=Floors(conn))
+                                            replayed=head.replayed,
+                                            floor=Floors(conn) if self.version_floors else lambda flid: 0)
         decision = routed.decision
         if not decision.plans:      # before the first write (item 8); with plans, ``insert`` checks each row once
             outbox.check_record_sizes(events, self.max_record_bytes)

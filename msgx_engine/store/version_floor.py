@@ -31,8 +31,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import orjson
-from sqlalchemy import Connection, any_, bindparam, func, select, text
+from sqlalchemy import Connection, Engine, any_, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.types import BigInteger, Text
 
 from msgx_engine.state.serialize import dumps
@@ -93,6 +94,16 @@ def floors_of(conn: Connection, flids: Iterable[str]) -> dict[str, int]:
     q = select(version_floor.c.flid, version_floor.c.state_version).where(
         version_floor.c.flid == any_(bindparam("flids", wanted, type_=ARRAY(Text))))
     return {r.flid: int(r.state_version) for r in conn.execute(q)}
+
+
+def any_floor(engine: Engine) -> bool:
+    """Whether any floor is stored; True when that cannot be read (the database unreachable or not
+    migrated yet): the message path then asks per new flight, and the pump reports the cause."""
+    try:
+        with engine.connect() as conn:
+            return bool(conn.execute(select(select(version_floor.c.flid).exists())).scalar_one())
+    except SQLAlchemyError:
+        return True
 
 
 class Floors:
