@@ -14,7 +14,7 @@ import json
 import uuid
 
 from tests.builders import gtdt
-from tests.cutover_support import Follower, scalar
+from tests.cutover_support import Follower, ok, scalar
 from tests.e2e.test_recovery_drill import copy_of
 from tests.e2e.test_shadow_start import state_checksum
 
@@ -26,12 +26,6 @@ def kafka_env(monkeypatch, bootstrap: str) -> dict[str, str]:
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     return env
-
-
-def ok(done: tuple[int, str, str]) -> str:
-    code, out, err = done
-    assert code == 0, (out + err)[-3000:]
-    return out
 
 
 def test_recover_from_an_older_backup_publishes_above_what_consumers_hold(
