@@ -153,3 +153,21 @@ def test_ops4_stop_writes_is_refused_while_a_second_installation_holds_the_mailb
         other.dispose()
     refused(run_as(two["b"], *signed("cutover", "stop-writes")), "is a shadow")
     assert (state_checksum(a["MSGX_DB_URL"]), mailbox_checksum(app.mailbox.engine)) == before
+
+
+def test_o19_promote_and_rollback_refuse_when_the_other_installation_cannot_be_read(app, two, run_as):  # noqa: F811
+    """O19, OPS-4: what the other installation published is read from its state database; when
+    ``--from`` names one that cannot be read, promote and rollback refuse (exit 2) saying so, and
+    neither state database changes."""
+    a, b, b_live = two["a"], two["b"], two["b_live"]
+    first = app.mailbox.put_many(BATCHES[0])
+    both_drain(run_as, a)
+    ok(run_as(b, *signed("shadow", "start-from", str(first[0]))))
+    ok(run_as(b, "pump", "--drain"))
+    missing = a["MSGX_DB_URL"].rsplit("/", 1)[0] + "/msgx_no_such_state_database"
+    before = (state_checksum(a["MSGX_DB_URL"]), state_checksum(b["MSGX_DB_URL"]))
+    for env in (b_live, a):
+        command = "promote" if env is b_live else "rollback"
+        err = refused(run_as(env, *signed("cutover", command, "--from", missing)), "cannot be read")
+        assert "msgx_no_such_state_database" in err and "check --from" in err
+    assert (state_checksum(a["MSGX_DB_URL"]), state_checksum(b["MSGX_DB_URL"])) == before
