@@ -12,6 +12,10 @@ Each report is recorded:
 
 A comparison that cannot read a side is recorded with its reason and fails the run, so it shows
 red in the UI; differences do not fail the run: they are the figures being recorded.
+
+The dead-letter backlog and the oldest undelivered event's wait it records are the worst of the
+hour before it (what the health tick folded in every 30 s, ``store.parallel_run``) and of this
+moment, not a sample taken once an hour.
 """
 
 
@@ -71,7 +75,10 @@ def compare_op(context: dg.OpExecutionContext, config: CompareConfig, msgx: Msgx
     with msgx.open_app() as app:
         outcome = run(app.settings.db_url or "", against, known=Path(known_text) if known_text else None, key=key)
         f = figures(app.engine)
-        doc = summary.figures(outcome, dlq_backlog=f.dead, oldest_dwell_s=f.unsent_age_s)
+        with app.engine.connect() as conn:
+            hour = parallel_run.worst_between(conn, f.now - summary.SAMPLED_EVERY, f.now)
+        doc = summary.figures(outcome, dlq_backlog=max(f.dead, hour.dlq),
+                              oldest_dwell_s=max(f.unsent_age_s, hour.dwell_s), readings=hour.readings)
         with app.engine.begin() as conn:
             parallel_run.record(conn, doc, {"against": redact_urls(against), "known": known_text or None,
                                             "key": key, "run_id": context.run_id})
