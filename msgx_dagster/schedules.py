@@ -19,7 +19,7 @@ installation's schedules do that work.
 
 import dagster as dg
 
-from msgx_dagster.cutover import skip_if_stopped
+from msgx_dagster.cutover import observing, skip_if_stopped
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.common import LOOPING_RUN_S, active_runs, looping_run_config
@@ -101,11 +101,13 @@ NO_REFERENCE = (f"no reference to compare with ({ENV_AGAINST} is not set): this 
 @dg.schedule(name="compare_job_schedule", job=compare_job, cron_schedule="0 * * * *",
              default_status=dg.DefaultScheduleStatus.RUNNING,
              description=f"Every hour: compare this installation's flights with the reference in {ENV_AGAINST} "
-                         "and record the figures (parallel_run); skipped while no reference is set.")
+                         "and record the figures (parallel_run); in the 48 hours after this installation took "
+                         "over in a cut-over, report that observation; skipped otherwise while no reference is set.")
 def compare_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """The parallel run's record (docs/go-live.md): an installation that is not beside another has
-    no reference, and its ticks skip saying so instead of failing every hour."""
-    if reference() is None:
+    no reference, and its ticks skip saying so instead of failing every hour, except in the 48
+    hours after it took the right over in a cut-over (OPS-4), when the run reports that watch."""
+    if reference() is None and not observing():
         return dg.SkipReason(NO_REFERENCE)
     if active_runs(context.instance, compare_job.name):
         return dg.SkipReason("the previous comparison is still queued or running")

@@ -17,6 +17,11 @@ A comparison that could not read a side is listed (with its reason) but counts a
 it fails the verdict only by leaving a gap. With it go the
 counting basis (which flights, fields and days were compared, how many comparisons) and the load
 (messages per day by TYPE). Exit 0 pass, 1 fail, 2 the record cannot be read.
+
+On an installation that took the right over (promote, or a rollback to it) the summary also reports
+the 48 hours after that cut-over (``observation``): the worst of each hour, whether the observation
+is watching, passed or failed, and until when rollback stays possible. A failed observation makes
+the exit status 1 too.
 """
 
 from __future__ import annotations
@@ -28,7 +33,8 @@ from typing import Any
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from msgx_engine.compare import report
+from msgx_engine.compare import observation, report
+from msgx_engine.compare.observation import DWELL_LIMIT_S, short
 from msgx_engine.compare.run import EXIT_DIFFERENT, EXIT_SAME, EXIT_UNREADABLE, Outcome
 from msgx_engine.db import make_engine
 from msgx_engine.redact import safe_text
@@ -36,7 +42,6 @@ from msgx_engine.sis.times import LOCAL_TZ
 from msgx_engine.store import parallel_run
 from msgx_engine.store.parallel_run import Hour, RecordedRun
 
-DWELL_LIMIT_S = 5.0
 MAX_GAP = timedelta(hours=24)     # the longest stretch of the window allowed without a readable comparison
 SAMPLED_EVERY = timedelta(hours=1)    # compare_job's schedule: a comparison records the worst of the hour before it
 
@@ -95,12 +100,12 @@ def summarize(runs: Sequence[RecordedRun], load: Mapping[date, Mapping[str, int]
     if dlq:
         reasons.append(f"the dead-letter backlog reached {dlq}")
     if dwell >= DWELL_LIMIT_S:
-        when = (f" (worst in the hour from {_short(worst_hour.hour)})"
+        when = (f" (worst in the hour from {short(worst_hour.hour)})"
                 if worst_hour is not None and worst_hour.worst.dwell_s == dwell else "")
         reasons.append(f"the oldest undelivered event waited {dwell:.1f} s{when} (limit {DWELL_LIMIT_S:.0f} s)")
     if readable and gaps:
         reasons.append(f"{len(gaps)} stretch(es) of more than {MAX_GAP.total_seconds() / 3600:.0f} h without a "
-                       "readable comparison: " + ", ".join(f"{_short(a)} to {_short(b)}" for a, b in gaps))
+                       "readable comparison: " + ", ".join(f"{short(a)} to {short(b)}" for a, b in gaps))
     compared = [int(r.figures.get("compared") or 0) for r in readable]
     first_days = sorted({m.group(1) for r in readable
                          if (m := re.search(r"flight day (\d{4}-\d{2}-\d{2})", str(r.figures.get("scope", ""))))})
@@ -132,10 +137,6 @@ def summarize(runs: Sequence[RecordedRun], load: Mapping[date, Mapping[str, int]
     }
 
 
-def _short(at: datetime) -> str:
-    return at.astimezone(LOCAL_TZ).strftime("%Y-%m-%d %H:%M")
-
-
 def _scopes(basis: dict[str, Any]) -> str:
     """The flights compared: one line for the usual hourly comparisons of the live days."""
     scopes, days = basis["scopes"], basis["flight_days"]
@@ -148,7 +149,7 @@ def _scopes(basis: dict[str, Any]) -> str:
 def as_markdown(doc: dict[str, Any]) -> str:
     f, b, w = doc["figures"], doc["basis"], doc["window"]
     lines = ["# Parallel run: go-live verdict", "",
-             f"- window: {_short(datetime.fromisoformat(w['since']))} to {_short(datetime.fromisoformat(w['until']))} "
+             f"- window: {short(datetime.fromisoformat(w['since']))} to {short(datetime.fromisoformat(w['until']))} "
              f"airport time ({len(w['days'])} day(s))", "",
              f"**{doc['verdict'].upper()}**" + ("" if not doc["reasons"] else ": " + "; ".join(doc["reasons"])), "",
              "## The three figures (worst over the window, every hour's worst included)", "",
@@ -181,6 +182,8 @@ def as_markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {d} | {sum(per.values())} | " + " | ".join(str(per.get(t, 0)) for t in types) + " |")
     else:
         lines.append("No message was registered in the window.")
+    if doc.get("observation"):
+        lines += ["", observation.as_markdown(doc["observation"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
 
 
@@ -194,11 +197,13 @@ def run(db_url: str, since: timedelta, *, as_json: bool = False, now: datetime |
             runs = parallel_run.runs_since(conn, start)
             load = parallel_run.load_by_day(conn, start)
             hours = parallel_run.hours_between(conn, start, end)
+            watch = observation.read(conn, end)
     except SQLAlchemyError as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         return Outcome(EXIT_UNREADABLE, error=f"cannot read the parallel-run record: {safe_text(first, 200)}")
     finally:
         engine.dispose()
-    doc = summarize(runs, load, since=start, now=end, hours=hours)
+    doc = {**summarize(runs, load, since=start, now=end, hours=hours), "observation": watch}
     text = report.dumps(doc) if as_json else as_markdown(doc)
-    return Outcome(EXIT_SAME if doc["verdict"] == "pass" else EXIT_DIFFERENT, text, report=doc)
+    failed = doc["verdict"] != "pass" or (watch is not None and watch["state"] == "failed")
+    return Outcome(EXIT_DIFFERENT if failed else EXIT_SAME, text, report=doc)

@@ -136,6 +136,32 @@ def stop(conn: Connection) -> Stop | None:
                 row.audit_id, row.writes == ROLLING_BACK)
 
 
+@dataclass(frozen=True)
+class Takeover:
+    """The cut-over that gave this installation the right it holds: a promote of it, or a rollback to
+    it (the 48-hour observation after a cut-over starts here, OPS-4)."""
+
+    how: str               # "promote" or "rollback"
+    watermark: int         # the other installation's watermark this one went on from
+    operator: str
+    at: datetime
+
+
+TAKEOVER_ACTIONS = {"cutover_promote": "promote", "cutover_rollback": "rollback"}
+
+
+def takeover(conn: Connection) -> Takeover | None:
+    """The promote or rollback behind this installation's open writes (None: it never took over, or it
+    is stopped again)."""
+    c, a = cutover_state.c, operator_audit.c
+    row = conn.execute(select(c.writes, c.took_over_at, a.operator, a.at, a.action)
+                       .select_from(cutover_state.join(operator_audit, a.audit_id == c.audit_id))
+                       .where(c.name == ROW)).first()
+    if row is None or row.writes != OPEN_WRITES or row.took_over_at is None or row.action not in TAKEOVER_ACTIONS:
+        return None
+    return Takeover(TAKEOVER_ACTIONS[row.action], int(row.took_over_at), row.operator, row.at)
+
+
 class RequestsStopped(RuntimeError):
     """A request to the AODB asked of an installation whose writes are stopped for a cut-over:
     refused before anything is registered or written to COUTMSGS."""

@@ -91,7 +91,7 @@ def fold_reading(conn: Connection, at: datetime, *, dlq: int, dwell_s: float) ->
     h = parallel_run_hour.c
     excluded = pg_insert(parallel_run_hour).excluded
     conn.execute(pg_insert(parallel_run_hour).values(
-        hour=func.date_trunc("hour", at), dlq_max=int(dlq), dwell_max_s=float(dwell_s), readings=1,
+        hour=func.date_trunc("hour", at, "UTC"), dlq_max=int(dlq), dwell_max_s=float(dwell_s), readings=1,
         first_at=at, last_at=at).on_conflict_do_update(index_elements=[h.hour], set_={
             "dlq_max": func.greatest(h.dlq_max, excluded.dlq_max),
             "dwell_max_s": func.greatest(h.dwell_max_s, excluded.dwell_max_s),

@@ -57,4 +57,4 @@ def test_a_45_minute_outage_between_two_hourly_samples_fails_the_week(env, cli_r
     assert code == 1 and doc["verdict"] == "fail", out + err
     assert doc["figures"]["oldest_dwell_s_max"] >= OUTAGE.total_seconds() - 60
     assert any("oldest undelivered event waited" in r for r in doc["reasons"]), doc["reasons"]
-    assert doc["basis"]["hours_watched"] == 1 and doc["basis"]["comparisons"] >= 7 * 24
+    assert doc["basis"]["health_readings"] == 1 and doc["basis"]["comparisons"] >= 7 * 24
