@@ -2,7 +2,8 @@
 stop-writes` every way of registering or sending a request (`msgx request rqfd|rqrd|track`,
 `POST /schd/sync`, the request schedules and jobs) is refused naming the stop, and neither
 ``req_track`` nor COUTMSGS gains a row; once writes reopen (`msgx cutover resume`) the request
-registered before the stop is sent. On the real PostgreSQL and MariaDB mailbox."""
+registered before the stop is sent, and after a promote the promoted installation sends. On the
+real PostgreSQL and MariaDB mailbox (decision M25)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from msgx_dagster.resources import MsgxResource
 from msgx_dagster.schedules import schedules_for
 from msgx_engine.http.app import create_app
 from msgx_engine.http.server import sync_registrar
+from tests.cutover_support import ok, refused, run_as, signed  # noqa: F401 - run_as is a fixture
 
 STOPPED = "writes stopped for cut-over at mailbox id"
 ONE_ROUND = {"ops": {"request_tracking_op": {"config": {"run_for_s": 0}}}}
@@ -92,3 +94,20 @@ def test_request_schedules_skip_and_jobs_write_nothing_while_stopped(cli_run, en
     registering = snapshot_request_job.execute_in_process(resources={"msgx": MsgxResource()}, raise_on_error=False)
     assert not registering.success
     assert written(app) == before and before[1] == 0
+
+
+def test_after_promote_the_old_installation_refuses_and_the_promoted_one_sends(settings, pg_dbs, run_as, app):  # noqa: F811
+    """The hand-over moves the right to ask the AODB with the right to write: the stopped production
+    refuses a day-plan request, the promoted shadow registers it and its tracking round writes the
+    one COUTMSGS row."""
+    base = {"MSGX_MAILBOX_URL": settings.mailbox_url, "MSGX_HOME": str(settings.home)}
+    old, b_url = {**base, "MSGX_DB_URL": settings.db_url}, pg_dbs.fresh()
+    ok(run_as({**base, "MSGX_DB_URL": b_url, "MSGX_MODE": "shadow"}, "pump", "--drain"))
+    ok(run_as(old, *signed("cutover", "stop-writes")))
+    new = {**base, "MSGX_DB_URL": b_url}
+    ok(run_as(new, *signed("cutover", "promote", "--from", settings.db_url)))
+    window = ("--start", "2026-09-09 00:00", "--end", "2026-09-09 23:59")
+    refused(run_as(old, "request", "rqfd", *window), STOPPED)
+    req_id = json.loads(ok(run_as(new, "request", "rqfd", *window)))["request_id"]
+    assert json.loads(ok(run_as(new, "request", "track")))["sent"] == [req_id]
+    assert written(app) == ([], 1)        # nothing registered on the old one; one row in COUTMSGS
