@@ -26,11 +26,14 @@ DESCRIPTIONS: dict[str, str] = {
     names.PIPELINE_LIVENESS: (
         f"Fails when work has waited in the mailbox or the queue for {WORK_GRACE.words} or more and no pump is "
         "alive: the inbox sensor is stopped, the Dagster daemon is down, pump runs fail as they start, or a "
-        "pump was killed. First run `msgx status`; then in Dagster check that inbox_sensor is running and read "
-        "the latest pump_job run."),
+        "pump was killed. Passes while this installation's writes are stopped for a cut-over (no pump runs "
+        "there by design), saying so in its result. First run `msgx status`; then in Dagster check that "
+        "inbox_sensor is running and read the latest pump_job run."),
     names.BACKLOG_AGE: (
         f"Fails when the oldest open message has waited {HEAD_AGE.words} or more: the pump is stopped, stuck on "
-        "that message, or waiting for Redis. First run `msgx status`, then read the pump_job run's log."),
+        "that message, or waiting for Redis. Passes while this installation's writes are stopped for a cut-over "
+        "(the open messages are the other installation's), saying so. First run `msgx status`, then read the "
+        "pump_job run's log."),
     names.DEAD_LETTERS: (
         "Fails while dead letters wait for an operator: messages that could not be processed (malformed, an "
         "infrastructure fault, retries exhausted). The result lists them. First run `msgx replay --status DEAD` "

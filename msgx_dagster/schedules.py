@@ -11,10 +11,15 @@ Shadow mode (D29, OPS-3): the three schedules that register or send requests to 
 STOPPED by default, and if an operator turns one on anyway each tick is skipped with the reason.
 (The request tracker of a shadow instance records requests and never writes COUTMSGS; keeping
 the schedules off means it does not even pretend to ask the AODB every night.)
+
+Cut-over (OPS-4): while this installation's writes are stopped (``msgx cutover stop-writes``) the
+request, dispatch and backfill ticks skip naming the stop (``cutover.py``); the promoted
+installation's schedules do that work.
 """
 
 import dagster as dg
 
+from msgx_dagster.cutover import observing, skip_if_stopped
 from msgx_dagster.jobs.archive import archive_job
 from msgx_dagster.jobs.backfill import backfill_job
 from msgx_dagster.jobs.common import LOOPING_RUN_S, active_runs, looping_run_config
@@ -73,7 +78,7 @@ def dispatch_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | 
         return dg.SkipReason("a dispatch run is still queued or running")
     if pump_covers(context):
         return dg.SkipReason(PUMP_DELIVERS)
-    return dg.RunRequest()
+    return skip_if_stopped("no dispatch run (nothing is published from a stopped installation)") or dg.RunRequest()
 
 
 @dg.schedule(name="backfill_job_schedule", job=backfill_job, cron_schedule=EVERY_MINUTE,
@@ -85,7 +90,8 @@ def backfill_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | 
     due once no pump runs (US-09)."""
     if pump_covers(context):
         return dg.SkipReason(PUMP_MARKS)
-    return dg.RunRequest()
+    return skip_if_stopped("no backfill run (the mailbox is marked by the installation that holds the right)") \
+        or dg.RunRequest()
 
 
 NO_REFERENCE = (f"no reference to compare with ({ENV_AGAINST} is not set): this installation is not in a "
@@ -95,11 +101,13 @@ NO_REFERENCE = (f"no reference to compare with ({ENV_AGAINST} is not set): this 
 @dg.schedule(name="compare_job_schedule", job=compare_job, cron_schedule="0 * * * *",
              default_status=dg.DefaultScheduleStatus.RUNNING,
              description=f"Every hour: compare this installation's flights with the reference in {ENV_AGAINST} "
-                         "and record the figures (parallel_run); skipped while no reference is set.")
+                         "and record the figures (parallel_run); in the 48 hours after this installation took "
+                         "over in a cut-over, report that observation; skipped otherwise while no reference is set.")
 def compare_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
     """The parallel run's record (docs/go-live.md): an installation that is not beside another has
-    no reference, and its ticks skip saying so instead of failing every hour."""
-    if reference() is None:
+    no reference, and its ticks skip saying so instead of failing every hour, except in the 48
+    hours after it took the right over in a cut-over (OPS-4), when the run reports that watch."""
+    if reference() is None and not observing():
         return dg.SkipReason(NO_REFERENCE)
     if active_runs(context.instance, compare_job.name):
         return dg.SkipReason("the previous comparison is still queued or running")
@@ -119,6 +127,9 @@ def request_schedule(job: dg.JobDefinition, cron: str, *, on: bool, shadow: bool
     def requests_schedule(context: dg.ScheduleEvaluationContext) -> dg.RunRequest | dg.SkipReason:
         if shadow:
             return dg.SkipReason(SHADOW_SKIP)
+        stopped = skip_if_stopped(f"no {job.name} run (a stopped installation sends nothing to the AODB)")
+        if stopped is not None:
+            return stopped
         return looping(context, job, loop_op, HEARTBEAT) if loop_op else dg.RunRequest()
 
     return requests_schedule

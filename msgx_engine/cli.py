@@ -254,6 +254,7 @@ def cmd_request(args: argparse.Namespace) -> int:
     from msgx_engine.http.errors import ApiError
     from msgx_engine.requests.tracker import RequestTracker
     from msgx_engine.sis.requests import RequestInvalid
+    from msgx_engine.store.cutover_state import RequestsStopped
 
     app = _app()
     try:
@@ -264,7 +265,7 @@ def cmd_request(args: argparse.Namespace) -> int:
             doc = request_rqrd(tracker, args.rtype)
         else:
             doc = request_track(tracker)
-    except (RequestInvalid, ApiError) as exc:
+    except (RequestInvalid, ApiError, RequestsStopped) as exc:
         print(f"msgx request: {exc}", file=sys.stderr)
         return 2
     finally:

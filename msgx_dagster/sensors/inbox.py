@@ -12,6 +12,10 @@ is orphaned: the sensor marks it failed and starts the next pump in the same eva
 when the run's own heartbeat names a process this host does not have (the code server, where the
 sensor runs, starts its run workers on its own host): that pump is gone, no second look needed. Run
 monitoring's maximum runtime (the ``dagster/max_runtime`` tag below) is only the slow backstop.
+
+While this installation's writes are stopped for a cut-over it starts no pump (the pump would only
+refuse): each evaluation skips saying "writes stopped for cut-over at mailbox id W (by NAME, at
+TIME)" (``msgx_dagster/cutover.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +26,13 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from msgx_dagster.cutover import stopped_skip
 from msgx_dagster.jobs.common import active_runs
 from msgx_dagster.jobs.pump import LONG_LIVED_TAGS, PumpConfig, long_lived_run_config, pump_job
 from msgx_dagster.orphans import fail, owned, process_gone, read, started_run
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.monitor import backlog
-from msgx_engine.store import locks, monitoring
+from msgx_engine.store import cutover_state, locks, monitoring
 
 STARTUP_GRACE_S = 30.0      # a run STARTED this recently may not have taken the writer lock yet
 CONFIRM_S = 10.0            # longer than a live pump takes to retake its lock after a reconnect
@@ -114,7 +119,13 @@ def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
         context.update_cursor(cursor.dump())
         return dg.SkipReason("a pump run is already queued or running")
     with msgx.open_app() as app:
-        work = backlog(app.engine, app.mailbox, probe_limit=1)
+        with app.engine.connect() as conn:
+            stopped = cutover_state.stop(conn)
+        work = backlog(app.engine, app.mailbox, probe_limit=1) if stopped is None else None
+    if stopped is not None:
+        context.update_cursor(cursor.dump())
+        return stopped_skip(stopped, "no pump run")
+    assert work is not None
     if not work.processable:
         context.update_cursor(cursor.dump())
         return dg.SkipReason("no processable mailbox rows, open messages or pending marks")

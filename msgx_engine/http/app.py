@@ -34,6 +34,7 @@ from msgx_engine.http.probes import Readiness, healthz, readiness_check, readyz_
 from msgx_engine.http.schd_sync import SyncRegistrar, parse_window
 from msgx_engine.mailbox.adapter import Mailbox, MailboxReadOnly
 from msgx_engine.sis.decode import MAX_BODY_BYTES
+from msgx_engine.store.cutover_state import RequestsStopped
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +94,8 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
                                               "yet; nothing was registered or sent")
         try:
             registered = await run_in_threadpool(schd_sync.register, window)
+        except RequestsStopped as exc:
+            raise ApiError("writes_stopped", str(exc)) from None
         except SQLAlchemyError as exc:
             log.warning("RQFD registration failed: %s", exc.__class__.__name__)
             raise ApiError("db_unavailable", f"state database unavailable ({exc.__class__.__name__}); "

@@ -46,6 +46,9 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
     "shadow_mode": ErrorCode(409, "this instance runs in shadow mode (MSGX_MODE=shadow) and never writes the "
                                   "mailbox; nothing was inserted"),
+    "writes_stopped": ErrorCode(409, "this installation's writes are stopped for a cut-over (`msgx cutover "
+                                     "stop-writes`): it registers and sends no request to the AODB; nothing was "
+                                     "registered"),
     "not_implemented": ErrorCode(501, "the endpoint is validated but not yet wired (request tracking)"),
     "too_many_connections": ErrorCode(503, "the server holds its limit of open connections "
                                            "(MSGX_HTTP_MAX_CONNECTIONS); retry later"),

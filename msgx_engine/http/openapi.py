@@ -16,7 +16,8 @@ SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_leng
               "invalid_field", "mailbox_unavailable", "unauthorized")
 FLIGHTS_CODES = ("unauthorized", "db_unavailable")
 SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
-              "invalid_json", "invalid_field", "invalid_range", "not_implemented", "db_unavailable", "unauthorized")
+              "invalid_json", "invalid_field", "invalid_range", "writes_stopped", "not_implemented", "db_unavailable",
+              "unauthorized")
 
 
 BEARER: list[dict[str, list[str]]] = [{"bearer": []}]

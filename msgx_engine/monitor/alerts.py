@@ -17,6 +17,11 @@ change when the webhook is down (the rise waits in ``alert_state.notified_detail
 stays or falls raises nothing.
 
 The evaluation never runs in the pump, so a dead or slow webhook cannot hold up processing.
+
+Each evaluation also folds its reading of the dead-letter backlog and the oldest undelivered
+event's wait into the current hour's worst (``store.parallel_run.fold_reading``), in the same
+transaction: the parallel run's hourly record and the observation after a cut-over then hold the
+worst of every hour, not what one comparison happened to sample.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor.checks import CheckResult, Drift, Rising, evaluate
 from msgx_engine.monitor.figures import Figures, figures
 from msgx_engine.redact import safe_text, url_for_log
-from msgx_engine.store import monitoring
+from msgx_engine.store import monitoring, parallel_run
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +143,7 @@ class Alerter:
         evaluation = Evaluation(results, figures=f)
         by_name = {r.name: r for r in results}
         with self.engine.begin() as conn:
+            parallel_run.fold_reading(conn, f.now, dlq=f.dead, dwell_s=f.unsent_age_s)
             states = monitoring.alert_states(conn, for_update=True)
             for r in results:
                 before = states.get(r.name)

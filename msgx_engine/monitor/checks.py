@@ -16,6 +16,13 @@ heartbeat (every 10-15 s while it loops) is younger than ``HEARTBEAT_LIMIT_S``. 
 runs (one exits, the sensor starts the next within seconds) a pump that looped until less than
 ``HEARTBEAT_LIMIT_S`` ago still counts; a run that only ever wrote its start beat does not, so
 runs failing as they start are caught, however often they restart.
+
+An installation whose writes are stopped for a cut-over (``msgx cutover stop-writes``) runs no pump
+by design, and the rows registered ahead of its watermark stay open: they are the installation's
+that took over. Pipeline liveness and backlog age then pass, saying "writes stopped for cut-over at
+mailbox id W (by NAME, at TIME)", and ``/metrics`` exports the stop (``msgx_cutover_writes_stopped``)
+for the Prometheus rules to stay silent on the same ground. That is the only reason they pass
+with work waiting: the rule is otherwise unchanged.
 """
 
 from __future__ import annotations
@@ -138,8 +145,15 @@ def liveness(f: Figures) -> Liveness:
         state = f"no pump is running (last heartbeat {ago(beat_age)} ago)"
     between_runs = not f.pump_lock_held and looped and beat_age < HEARTBEAT_LIMIT_S
     work_age = max(ages, default=0.0)
-    stalled = bool(waiting) and work_age >= WORK_GRACE_S and not alive and not between_runs
+    if f.stop is not None:
+        state = f"{f.stop.describe()}: no pump runs on this installation by design"
+    stalled = bool(waiting) and work_age >= WORK_GRACE_S and not alive and not between_runs and f.stop is None
     return Liveness(waiting, work_age, alive, state, stalled)
+
+
+def stopped_metadata(f: Figures) -> dict[str, Scalar]:
+    """The stop as check metadata (the Dagster UI shows it under the check), empty when writes are open."""
+    return {"cutover": f.stop.describe()} if f.stop is not None else {}
 
 
 def pipeline_liveness(f: Figures, drift: Drift | None) -> CheckResult:
@@ -147,7 +161,8 @@ def pipeline_liveness(f: Figures, drift: Drift | None) -> CheckResult:
     meta: dict[str, Scalar] = {
         "pump_alive": live.pump_alive, "pump": live.pump_state, "open": f.open_messages,
         "backfill_pending": f.backfill_pending,
-        "oldest_work_age_s": round(live.work_age_s, 1) if not math.isinf(live.work_age_s) else -1.0}
+        "oldest_work_age_s": round(live.work_age_s, 1) if not math.isinf(live.work_age_s) else -1.0,
+        **stopped_metadata(f)}
     if f.mailbox is not None:
         meta.update(mailbox_up=f.mailbox.up, unregistered_rows=f.unregistered_rows,
                     unregistered_oldest_age_s=round(f.unregistered_age_s, 1))
@@ -159,6 +174,8 @@ def pipeline_liveness(f: Figures, drift: Drift | None) -> CheckResult:
                            f"the mailbox cannot be read ({f.mailbox.error}), so rows waiting there cannot be seen; "
                            f"{work}; {live.pump_state}. First run `msgx status`, then check that the mailbox "
                            "database answers from this host.", value, meta)
+    if f.stop is not None:
+        return CheckResult(names.PIPELINE_LIVENESS, True, f"{live.pump_state}; {work}", value, meta)
     if live.stalled:
         return CheckResult(names.PIPELINE_LIVENESS, False,
                            f"{work}; {live.pump_state}. First run `msgx status`; then check that the Dagster "
@@ -173,6 +190,10 @@ def backlog_age(f: Figures, drift: Drift | None) -> CheckResult:
     meta: dict[str, Scalar] = {"oldest_open_age_s": age, "open": f.open_messages, "head_id": f.head_id or 0}
     text = (f"oldest open message {f.head_id} registered {ago(age)} ago (limit {ago(MAX_HEAD_AGE_S)}), "
             f"{f.open_messages} open" if f.head_id is not None else "no open message")
+    if f.stop is not None:
+        return CheckResult(names.BACKLOG_AGE, True, f"{f.stop.describe()}: the open messages above it are the "
+                           f"installation's that took over, not this one's; {text}", age,
+                           {**meta, **stopped_metadata(f)})
     if age < MAX_HEAD_AGE_S:
         return CheckResult(names.BACKLOG_AGE, True, text, age, meta)
     return CheckResult(names.BACKLOG_AGE, False,

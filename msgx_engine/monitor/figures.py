@@ -32,8 +32,9 @@ from sqlalchemy import Connection, Engine, func, select
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor import thresholds
 from msgx_engine.redact import safe_text
-from msgx_engine.store import locks, monitoring, outbox, overview, queue, requests
+from msgx_engine.store import cutover_state, locks, monitoring, outbox, overview, queue, requests
 from msgx_engine.store.bridges import MappingStatus, mapping_status
+from msgx_engine.store.cutover_state import Stop
 from msgx_engine.store.monitoring import AlertState, Heartbeat
 from msgx_engine.store.overview import DeadLetter
 
@@ -83,6 +84,7 @@ class Figures:
     dead_ids: tuple[int, ...] = ()                           # waiting dead letters' ids (up to ALERT_IDS_CAP)
     dead_event_ids: tuple[int, ...] = ()                     # dead outbox events' ids (up to ALERT_IDS_CAP)
     stand_mapping: MappingStatus | None = None
+    stop: Stop | None = None                                 # writes stopped for a cut-over: no pump by design
     # Not read from PostgreSQL: whether this process has Kafka configured (MSGX_KAFKA_BOOTSTRAP),
     # set by the caller from its settings. Without Kafka the released events stay pending by
     # design, and delivery_backlog says "not configured" instead of failing (as Redis does).
@@ -154,7 +156,8 @@ def read_figures(conn: Connection, mailbox: Mailbox | None = None) -> Figures:
             pump_lock_held=monitoring.advisory_lock_held(conn, locks.PUMP),
             heartbeats=monitoring.heartbeats(conn), alerts=monitoring.alert_states(conn),
             dead_letters=tuple(oldest_dead), dead_ids=tuple(monitoring.waiting_dead_ids(conn, ALERT_IDS_CAP)),
-            dead_event_ids=tuple(dead_event_ids[:ALERT_IDS_CAP]), stand_mapping=mapping_status(conn))
+            dead_event_ids=tuple(dead_event_ids[:ALERT_IDS_CAP]), stand_mapping=mapping_status(conn),
+            stop=cutover_state.stop(conn))
     if mailbox is None:
         return f
     return replace(f, mailbox=read_mailbox(mailbox, position))

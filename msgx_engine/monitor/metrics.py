@@ -123,10 +123,26 @@ def liveness_metrics(f: Figures) -> Iterator[Metric]:
                          "Seconds since the oldest unregistered mailbox row was inserted; 0 when none.",
                          f.unregistered_age_s)
     yield _gauge("msgx_pipeline_stalled", "1 when work waits (mailbox rows, open messages, mailbox marks) and no "
-                 "pump is alive, else 0.", 1.0 if liveness(f).stalled else 0.0)
+                 "pump is alive, else 0 (also 0 while writes are stopped for a cut-over).",
+                 1.0 if liveness(f).stalled else 0.0)
+    yield from cutover_metrics(f)
     yield _gauge("msgx_monitor_last_evaluation_timestamp_seconds",
                  "Unix time of the newest health-check evaluation; NaN if the checks were never evaluated.",
                  _ts(f.last_evaluation_at))
+
+
+def cutover_metrics(f: Figures) -> Iterator[Metric]:
+    """Whether this installation gave up its writes for a cut-over, where and when: the Prometheus
+    rules silence the stalled-pipeline, heartbeat and backlog alerts on it (no pump runs there by
+    design), and a dashboard says why the installation is quiet."""
+    stop = f.stop
+    yield _gauge("msgx_cutover_writes_stopped", "1 while this installation's writes are stopped for a cut-over "
+                 "(`msgx cutover stop-writes`, until resume or rollback): no pump runs here by design, else 0.",
+                 1.0 if stop is not None else 0.0)
+    yield _gauge("msgx_cutover_watermark", "The mailbox id at which writes were stopped for a cut-over; NaN while "
+                 "writes are open or stop-writes is still draining.", stop.watermark if stop is not None else None)
+    yield _gauge("msgx_cutover_stopped_timestamp_seconds", "Unix time writes were stopped for a cut-over; NaN while "
+                 "writes are open.", _ts(stop.at) if stop is not None else None)
 
 
 # --- durable counters and histograms, build info ---------------------------------------------------

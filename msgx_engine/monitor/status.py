@@ -118,6 +118,7 @@ class StatusReport:
     snapshots: list[SnapshotRun]
     live_since: date
     projection: Projection
+    cutover: str | None = None    # "writes stopped for cut-over at mailbox id W (by NAME, at TIME)"; None: writes open
 
     @property
     def failing(self) -> list[CheckLine]:
@@ -197,4 +198,5 @@ def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
     checks = [check_line(r, f.head_id) for r in evaluate(f, drift)]
     return StatusReport(now=f.now, mode=mode, checks=checks, backlog=backlog, pump=pump,
                         dead_letters_waiting=f.dead, dead_letters=list(f.dead_letters), outbox=topics,
-                        snapshots=snapshots, live_since=since, projection=projection)
+                        snapshots=snapshots, live_since=since, projection=projection,
+                        cutover=f.stop.describe() if f.stop is not None else None)

@@ -67,6 +67,7 @@ def as_json(report: StatusReport) -> dict[str, object]:
         "exit_code": report.exit_code,
         "now": now.isoformat(),
         "mode": report.mode,
+        "cutover": report.cutover,
         "checks": [{"name": c.name, "state": c.state, "severity": c.severity, "cause": c.cause, "value": c.value,
                     "first_command": c.first_command, "runbook": c.runbook} for c in report.checks],
         "backlog": {"open_messages": b.open_messages, "head_id": b.head_id, "head_age_s": round(b.head_age_s, 1),
@@ -110,6 +111,10 @@ def render_text(report: StatusReport, width: int | None = None) -> str:
     width = width or max(shutil.get_terminal_size((110, 40)).columns, 80)
     now = report.now
     lines = [f"msgx status ({report.mode}, {_when(now)}): {verdict(report)}", ""]
+    if report.cutover is not None:
+        lines += [f"CUT-OVER: {report.cutover}. No pump, dispatcher or request runs here by design; the "
+                  "installation that took over processes the mailbox. `msgx cutover resume` or `msgx cutover "
+                  "rollback` gives the writes back.", ""]
 
     name_w = max(len(c.name) for c in report.checks) if report.checks else 10
     lead = 2 + name_w + 2 + 7 + 2

@@ -30,6 +30,13 @@ insert was confirmed, never that the AODB received it (C-24, CLM-8).
 Shadow mode (D29, read-only mailbox): ``send_pending`` claims and encodes each request exactly as
 production would (SEQN, body) and records it as SHADOW with the body it would have written, never
 inserting into COUTMSGS. SHADOW is final: nothing waits for an answer to a request never sent.
+
+A stopped installation (``msgx cutover stop-writes``, OPS-4) asks the AODB nothing at all: the
+installation that holds the right does. Registering and every tracking round read the cut-over
+record first (in the registration's transaction; under the sender's lock) and raise
+``RequestsStopped`` before anything is written, so neither ``msgx request``, ``POST /schd/sync``
+nor a scheduled run can put a COUTMSGS row or a REGISTERED request there; requests registered
+before the stop wait, unsent, until writes reopen here (resume, rollback).
 """
 
 from __future__ import annotations
@@ -47,7 +54,7 @@ from msgx_engine.handlers import answers
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import sis_time
-from msgx_engine.store import locks
+from msgx_engine.store import cutover_state, locks
 from msgx_engine.store import requests as store
 from msgx_engine.store.requests import RequestStatus
 from msgx_engine.store.session_lock import LockBusy, SessionLock
@@ -132,12 +139,18 @@ class RequestTracker:
         now = self.clock.now()
         with self.engine.begin() as conn:
             locks.lock_request_registration(conn, rtype, styp)
+            cutover_state.refuse_requests(conn)
             expired = store.expire_unsent(conn, rtype, styp, now)
             req_id = store.insert_registered(conn, rtype, styp, fday, start_text, end_text, now)
             store.note_superseded(conn, expired, req_id)
         if expired:
             log.info("request %s %s/%s registered; expired older unsent request(s) %s", req_id, rtype, styp, expired)
         return Registered(req_id, rtype, styp, fday, tuple(sorted(expired)))
+
+    def refuse_if_stopped(self) -> None:
+        """``RequestsStopped`` when this installation's writes are stopped for a cut-over (module doc)."""
+        with self.engine.connect() as conn:
+            cutover_state.refuse_requests(conn)
 
     # --- send (AC2, C-24) ---------------------------------------------------------------------
     def send_pending(self, summary: TrackSummary | None = None) -> TrackSummary:
@@ -150,6 +163,7 @@ class RequestTracker:
             summary.busy = True
             return summary
         try:
+            self.refuse_if_stopped()
             while (claim := self._claim_next()) is not None:
                 if self.mailbox.read_only:
                     self._record_shadow(claim)
@@ -218,7 +232,9 @@ class RequestTracker:
         return sorted(ids)
 
     def track(self) -> TrackSummary:
-        """One round: send what is pending, then time out what is overdue (``msgx request track``)."""
+        """One round: send what is pending, then time out what is overdue (``msgx request track``).
+        Raises ``RequestsStopped`` on a stopped installation (module doc), before anything is written."""
+        self.refuse_if_stopped()          # a busy sender skips its own check: the timeouts are writes too
         summary = self.send_pending()
         summary.timed_out = self.expire_timeouts()
         return summary

@@ -42,6 +42,7 @@ from msgx_engine.store.tables import (
     intake_gap,
     intake_state,
     msg_event,
+    operator_audit,
     proc_state,
     proc_state_archive,
 )
@@ -98,6 +99,92 @@ def restore(conn: Connection, previous: CutoverState | None) -> None:
 def stopping(previous: CutoverState | None) -> CutoverState:
     """The row while ``stop-writes`` waits for a running pump to stop: stopped, no watermark yet."""
     return replace(previous or CutoverState(PRODUCTION), writes=STOPPED, watermark=None)
+
+
+# --- the stop as the operator reads it ----------------------------------------------------------
+@dataclass(frozen=True)
+class Stop:
+    """A stopped installation's cut-over record with the audit row that stopped it: what ``msgx
+    status``, the health checks, ``/metrics``, the Dagster ticks and every refusal say."""
+
+    watermark: int | None         # None: stop-writes is still draining (or died before it recorded one)
+    operator: str | None
+    at: datetime | None
+    audit_id: int | None
+    rolling_back: bool = False
+
+    def describe(self) -> str:
+        """One line, the same everywhere: "writes stopped for cut-over at mailbox id W (by NAME, at TIME)"."""
+        where = f"at mailbox id {self.watermark}" if self.watermark is not None else "(stop-writes still draining)"
+        when = f"at {self.at.isoformat(sep=' ', timespec='seconds')}" if self.at else ""
+        who = ", ".join(part for part in (f"by {self.operator}" if self.operator else "", when) if part)
+        line = f"writes stopped for cut-over {where}" + (f" ({who})" if who else "")
+        return line + ("; a rollback to this installation is in progress" if self.rolling_back else "")
+
+
+def stop(conn: Connection) -> Stop | None:
+    """This installation's stop (None: it holds the right to write, or no cut-over touched it)."""
+    c, a = cutover_state.c, operator_audit.c
+    row = conn.execute(select(c.writes, c.watermark, c.audit_id, a.operator, a.at)
+                       .select_from(cutover_state.outerjoin(operator_audit, a.audit_id == c.audit_id))
+                       .where(c.name == ROW)).first()
+    if row is None or row.writes not in (STOPPED, ROLLING_BACK):
+        return None
+    # the audit row named in the record is the stop's only once the stop recorded its watermark
+    stopped_by = row.watermark is not None or row.writes == ROLLING_BACK
+    return Stop(row.watermark, row.operator if stopped_by else None, row.at if stopped_by else None,
+                row.audit_id, row.writes == ROLLING_BACK)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """The cut-over that gave this installation the right it holds: a promote of it, or a rollback to
+    it (the 48-hour observation after a cut-over starts here, OPS-4)."""
+
+    how: str               # "promote" or "rollback"
+    watermark: int         # the other installation's watermark this one went on from
+    operator: str
+    at: datetime
+
+
+TAKEOVER_ACTIONS = {"cutover_promote": "promote", "cutover_rollback": "rollback"}
+
+
+def takeover(conn: Connection) -> Takeover | None:
+    """The promote or rollback behind this installation's open writes (None: it never took over, or it
+    is stopped again)."""
+    c, a = cutover_state.c, operator_audit.c
+    row = conn.execute(select(c.writes, c.took_over_at, a.operator, a.at, a.action)
+                       .select_from(cutover_state.join(operator_audit, a.audit_id == c.audit_id))
+                       .where(c.name == ROW)).first()
+    if row is None or row.writes != OPEN_WRITES or row.took_over_at is None or row.action not in TAKEOVER_ACTIONS:
+        return None
+    return Takeover(TAKEOVER_ACTIONS[row.action], int(row.took_over_at), row.operator, row.at)
+
+
+class RequestsStopped(RuntimeError):
+    """A request to the AODB asked of an installation whose writes are stopped for a cut-over:
+    refused before anything is registered or written to COUTMSGS."""
+
+
+def request_refusal(found: Stop | None) -> str | None:
+    """Why no request may be registered or sent to the AODB here (None: it may). The installation
+    that holds the right asks the AODB; a stopped one asking too would have the AODB answer twice,
+    into whichever installation reads the answer first."""
+    if found is None:
+        return None
+    return (f"{found.describe()}: this installation sends nothing to the AODB (COUTMSGS) and registers no "
+            "request while its writes are stopped; nothing was registered or sent. Ask the installation that holds "
+            "the right (the promoted one), or give the right back here with `msgx cutover resume` or "
+            "`msgx cutover rollback`")
+
+
+def refuse_requests(conn: Connection) -> None:
+    """Raise ``RequestsStopped`` when this installation's writes are stopped (the caller's transaction)."""
+    why = request_refusal(stop(conn))
+    if why is not None:
+        log.warning("request refused: %s", why)
+        raise RequestsStopped(why)
 
 
 # --- the pump's and the dispatcher's side -------------------------------------------------------

@@ -447,6 +447,21 @@ metric_total = Table(
 )
 
 
+# --- the worst of each hour (migration 0019; owner: store/parallel_run.py) --------------------------
+parallel_run_hour = Table(
+    # One row per hour: the highest dead-letter backlog and the longest wait of the oldest undelivered
+    # event the health tick saw in it (every 30 s), folded in as a maximum.
+    "parallel_run_hour",
+    metadata,
+    _ts("hour", primary_key=True),                  # the hour's start (UTC)
+    Column("dlq_max", Integer, nullable=False),
+    Column("dwell_max_s", Float, nullable=False),
+    Column("readings", Integer, nullable=False),    # how many health ticks folded into it
+    _ts("first_at", nullable=False),
+    _ts("last_at", nullable=False),
+)
+
+
 # --- cut-over and rollback (migration 0015; owner: store/cutover_state.py) -------------------------
 cutover_state = Table(
     # One row once a cut-over command ran here: the installation's role, whether it gave up the right

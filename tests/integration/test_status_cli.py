@@ -25,8 +25,8 @@ from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.sis.times import LOCAL_TZ
 from msgx_engine.store import migrate
 
-TOP_KEYS = {"status", "exit_code", "now", "mode", "checks", "backlog", "pump", "dead_letters", "outbox", "snapshots",
-            "projection"}
+TOP_KEYS = {"status", "exit_code", "now", "mode", "cutover", "checks", "backlog", "pump", "dead_letters", "outbox",
+            "snapshots", "projection"}
 CHECK_NAMES = ("backlog_age", "dead_letters", "delivery_backlog", "backfill_lag", "projection_drift",
                "unsupported_types", "request_timeouts", "pipeline_liveness", "stand_mapping")
 
