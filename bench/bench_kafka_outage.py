@@ -1,5 +1,5 @@
 """A Kafka outage of two hours under a day's traffic, compressed: the backlog it leaves and the
-catch-up rate after it (issue 53 item 3, decisions F16 and F17).
+catch-up rate after it (decisions F16 and F17).
 
 The stack: fresh PostgreSQL and MariaDB mailbox databases, a private in-memory tansu broker on a
 free port, a long-lived ``msgx pump`` (no Kafka configured, so no inline dispatcher) and a
@@ -9,7 +9,7 @@ dispatcher in this process (what ``dispatch_job`` runs), the soak's stream of de
 Compressed by ``--scale`` (60): the outage lasts ``--outage-hours`` / scale of wall time; the rows
 it would have brought (``--outage-hours`` of a ``--day-messages`` day) arrive in the mailbox
 ``--scale`` times faster than the day's mean rate while the broker is away (killed once the
-dispatcher's producer has delivered to it, as in issue 53); the dispatcher's
+dispatcher's producer has delivered to it, so it knows the broker that disappears); the dispatcher's
 delivery timeout (120 s) and backoff cap (60 s) are divided by the scale too, so each event sees
 as many failed attempts as in a real outage of that length (about one per 3 minutes at its cap; a
 2-hour outage is past the old 30-attempt budget). Then the broker is started again, empty, on the

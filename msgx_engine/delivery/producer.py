@@ -18,7 +18,7 @@ order, C-29).
 A producer can also stop delivering without any error that says so: librdkafka answers
 UNKNOWN_PRODUCER_ID by bumping its epoch locally (KIP-360) and never asks the broker for a new
 producer id, so a broker that lost its state (tansu restarted empty, a rebuilt cluster) refuses
-every later request and every record times out, for ever (issue 53). ``KafkaSink`` counts the sends
+every later request and every record times out, for ever (decision F17). ``KafkaSink`` counts the sends
 that delivered nothing and only timed out; from the ``STALE_AFTER_TIMEOUTS``-th in a row it asks the
 broker for metadata, and when the broker answers (it is up, the producer is not) it drops the
 producer like after a fatal error. While the broker does not answer the producer is kept: there is

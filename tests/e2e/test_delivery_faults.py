@@ -108,7 +108,7 @@ def test_broker_outage_nothing_marked_then_all_delivered_in_order(settings, cloc
 
 def test_broker_restarted_empty_under_a_kept_producer_heals_within_two_delivery_timeouts(settings, clock, own_tansu,
                                                                                            kafka_reader):
-    """Issue 53 item 1, US-07 AC1, INV-10, C-29, F17: tansu is killed and started again, empty, on
+    """US-07 AC1, INV-10, C-29, F17: tansu is killed and started again, empty, on
     the same address while records wait in the dispatcher's producer. That producer's id belongs to
     the old broker: librdkafka bumps its epoch locally on every UNKNOWN_PRODUCER_ID and every record
     times out, for ever. After STALE_AFTER_TIMEOUTS such sends on a broker that answers metadata the
@@ -177,7 +177,7 @@ def test_killed_between_produce_and_mark_resends_same_event_id(settings, clock, 
 
 
 def test_a_broker_that_refuses_connections_is_named_in_msgx_outbox_and_the_delivery_check(settings, clock, env_for):
-    """Issue 55 item 2, OPS-2: the dispatcher stores its last send error and the broker it tried in
+    """OPS-2, M27: the dispatcher stores its last send error and the broker it tried in
     PostgreSQL; another process's `msgx outbox` prints them, and once the oldest event has waited
     past the limit the delivery_backlog check (what `msgx status` and the alert say) gives Kafka's
     own words, "Connect to 127.0.0.1:PORT failed: Connection refused", not only "Kafka is down"."""

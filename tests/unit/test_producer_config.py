@@ -132,7 +132,7 @@ RECORDS = [Record("msg", "F1", "{}", 1), Record("msg", "F2", "{}", 2)]
 
 
 def test_a_producer_that_only_times_out_on_a_broker_that_answers_is_rebuilt():
-    """Issue 53 item 1, F17: sends that deliver nothing and only time out are counted; from the
+    """US-07 AC1, F17: sends that deliver nothing and only time out are counted; from the
     STALE_AFTER_TIMEOUTS-th in a row the broker is asked for metadata, and when it answers the
     producer is dropped (the next send builds a new one). A broker that does not answer keeps it."""
     timed_out = KafkaError(KafkaError._MSG_TIMED_OUT)
@@ -148,7 +148,7 @@ def test_a_producer_that_only_times_out_on_a_broker_that_answers_is_rebuilt():
 
 
 def test_refusals_are_told_from_a_broker_that_was_not_reached():
-    """Issue 53 item 3, F16: only what the broker refuses for the record itself (too large, not
+    """US-07 AC1, F16: only what the broker refuses for the record itself (too large, not
     authorized, a topic that cannot exist) is a refusal, which may make an event DEAD; timeouts, a
     broker that cannot be reached and a producer whose state is gone are not."""
     for code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION,
@@ -163,7 +163,7 @@ def test_refusals_are_told_from_a_broker_that_was_not_reached():
 
 
 def test_the_clients_last_words_about_the_broker_come_with_the_outcome():
-    """Issue 55 item 2: librdkafka's client-level error ("Connect to ... failed: Connection
+    """OPS-2, M27: librdkafka's client-level error ("Connect to ... failed: Connection
     refused", delivered through error_cb) is kept with each send's outcome until a delivery, in the
     operator's words (without the ipv4# tag)."""
     refused = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: "

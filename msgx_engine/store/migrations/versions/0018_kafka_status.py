@@ -1,4 +1,4 @@
-"""The dispatcher's last send error, where every process reads it (issue 55): ``kafka_status``, one
+"""The dispatcher's last send error, where every process reads it (decision M27): ``kafka_status``, one
 row per installation's dispatcher: the broker address it sends to, the last error a send ended with
 (the client's own words about the broker: "Connect to 127.0.0.1:9092 failed: Connection refused")
 and when, and when it delivered again after that error. ``msgx outbox``, the ``delivery_backlog``
