@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from msgx_engine.config import MODE_PRODUCTION, ConfigError, Settings
 from msgx_engine.logcontext import LOG_FORMAT, install_mode
+from msgx_engine.logsink import StderrHandler
 from msgx_engine.redact import RedactingFilter
 
 if TYPE_CHECKING:
@@ -844,7 +845,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("MSGX_LOG_LEVEL", "WARNING"), format=LOG_FORMAT)
+    logging.basicConfig(level=os.environ.get("MSGX_LOG_LEVEL", "WARNING"), format=LOG_FORMAT,
+                        handlers=[StderrHandler()])      # a full stderr pipe drops lines, never blocks (OPS-2)
     install_redaction()
     install_mode(_env_mode())
     args = parser().parse_args(argv)

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from msgx_engine.logsink import StderrHandler
+
 LOG_FORMAT = "%(asctime)s %(levelname)s mode=%(mode)s %(name)s: %(message)s"
 
 _state: dict[str, str] = {}
@@ -43,7 +45,7 @@ def ensure_handler(level: int = logging.WARNING) -> None:
     with ``LOG_FORMAT`` instead. A process that configured its own handlers is left alone."""
     root = logging.getLogger()
     if not root.handlers:
-        handler = logging.StreamHandler()
+        handler = StderrHandler()      # a full stderr pipe drops lines instead of blocking the run (OPS-2)
         handler.setLevel(level)
         handler.setFormatter(logging.Formatter(LOG_FORMAT))
         root.addHandler(handler)

@@ -46,11 +46,11 @@ from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.config import SCHD_ARRAY, SCHD_RECORDS
 from msgx_engine.db import is_disconnect
-from msgx_engine.delivery.producer import KafkaSink, Record
+from msgx_engine.delivery.producer import KafkaSink, Record, SendResult
 from msgx_engine.redact import safe_text
-from msgx_engine.store import locks, outbox
+from msgx_engine.store import kafka_status, locks, outbox
 from msgx_engine.store.cutover_state import DeliveryRight, WritesStopped
-from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendPolicy
+from msgx_engine.store.outbox import TOPIC_MSG, TOPIC_SCHD, OutboxEvent, SendFailure, SendPolicy
 from msgx_engine.store.release_signal import ReleaseListener
 from msgx_engine.store.session_lock import SessionLock
 
@@ -164,6 +164,7 @@ class Dispatcher:
         self.conn: Connection | None = None
         self._last_schd_flush = time.monotonic()
         self._dead: set[int] = set()     # dead events known to this dispatcher: their flights wait (revive)
+        self._failing = True             # a stored send error may wait for this dispatcher's first delivery
 
     # --- loop ---------------------------------------------------------------------------------
     def run(self) -> DispatchSummary:
@@ -231,8 +232,8 @@ class Dispatcher:
         result = self.sink.send(records)
         faults.reach("dispatch_before_mark")
         sent = [events[i].event_id for i in result.delivered]
-        failures = [(events[i].event_id, err) for i, err in result.failures()]
-        dead = self._record(conn, sent, failures, summary)
+        failures = [SendFailure(events[i].event_id, err, i in result.refused) for i, err in result.failures()]
+        dead = self._record(conn, sent, failures, result, summary)
         summary.msg_sent += len(sent)
         return bool(sent or dead)
 
@@ -256,25 +257,36 @@ class Dispatcher:
         result = self.sink.send([record for record, _ in batches])
         faults.reach("dispatch_before_mark")
         sent = [eid for i in result.delivered for eid in batches[i][1]]
-        failures = [(eid, err) for i, err in result.failures() for eid in batches[i][1]]
+        failures = [SendFailure(eid, err, i in result.refused) for i, err in result.failures() for eid in batches[i][1]]
         summary.schd_records += len(result.delivered)
-        dead = self._record(conn, sent, failures, summary)
+        dead = self._record(conn, sent, failures, result, summary)
         summary.schd_events += len(sent)
         return bool(sent or dead)
 
     # --- marks ----------------------------------------------------------------------------------
-    def _record(self, conn: Connection, sent: list[int], failures: list[tuple[int, str]],
+    def _record(self, conn: Connection, sent: list[int], failures: list[SendFailure], result: SendResult,
                 summary: DispatchSummary) -> int:
-        """Mark one send's outcome; returns how many events were dead-lettered (progress for the queue)."""
+        """Mark one send's outcome; returns how many events were dead-lettered (progress for the queue).
+        A failure is stored with the client's last words about the broker, on the events and in
+        ``kafka_status`` (what ``msgx outbox``, the checks and the alerts show); the first delivery
+        after it is recorded there too."""
         now = self.clock.now()
+        if failures and result.broker_error:
+            failures = [f._replace(error=f"{f.error}; last broker error: {result.broker_error}") for f in failures]
         outbox.mark_sent(conn, sent, now)
         dead = outbox.mark_failed(conn, failures, now, self.options.policy)
+        if failures:
+            kafka_status.record_failure(conn, self.sink.bootstrap, safe_text(failures[0].error), now)
+            self._failing = True
+        elif sent and self._failing:
+            kafka_status.record_delivery(conn, now)
+            self._failing = False
         conn.commit()
         self._dead.update(dead)
         summary.failed += len(failures)
         summary.dead += len(dead)
         if failures:
-            log.warning("%s event(s) not delivered, backing off: %s", len(failures), safe_text(failures[0][1]))
+            log.warning("%s event(s) not delivered, backing off: %s", len(failures), safe_text(failures[0].error))
         return len(dead)
 
     def _load_dead(self) -> None:

@@ -14,11 +14,28 @@ idempotent producer retries inside it and the broker drops its duplicates; a sho
 msgx resend a record the broker had already taken. A record the producer refuses locally (too
 large) fails alone and holds back only the later records with its key: other keys go on (per-key
 order, C-29).
+
+A producer can also stop delivering without any error that says so: librdkafka answers
+UNKNOWN_PRODUCER_ID by bumping its epoch locally (KIP-360) and never asks the broker for a new
+producer id, so a broker that lost its state (tansu restarted empty, a rebuilt cluster) refuses
+every later request and every record times out, for ever (decision F17). ``KafkaSink`` counts the sends
+that delivered nothing and only timed out; from the ``STALE_AFTER_TIMEOUTS``-th in a row it asks the
+broker for metadata, and when the broker answers (it is up, the producer is not) it drops the
+producer like after a fatal error. While the broker does not answer the producer is kept: there is
+nothing a new one could do better, and librdkafka reconnects by itself.
+
+Why a record failed decides what becomes of its event (decision F16): ``SendResult.refused`` names
+the records the broker or the producer turned down (too large, not authorized, a topic that cannot
+exist); only those can make an event DEAD. Every other failure (timeouts, a broker that cannot be
+reached, a producer rebuilt) means the broker was not reached: the event waits for as long as that
+lasts. The last error the client reported about its brokers (``error_cb``: "Connect to ... failed:
+Connection refused") is kept with each send's outcome, so the operator sees the broker's own words.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,11 +95,15 @@ class SendResult:
     """Per-record outcome in input order: ``None`` = delivered (report without error), else why not.
     Only the indexes in ``tried`` were handed to the producer (or refused by it); the others were
     held back (the local queue was full, or an earlier record with the same key was refused) and
-    count no attempt."""
+    count no attempt. ``refused``: the records turned down for what they are (``is_refusal``), the
+    only failures that may make an event DEAD. ``broker_error``: the last error the client reported
+    about its brokers since its last delivery (None: none), for the operator."""
 
     errors: list[str | None]
     fatal: str | None = None
     tried: frozenset[int] = frozenset()
+    refused: frozenset[int] = frozenset()
+    broker_error: str | None = None
 
     @property
     def delivered(self) -> list[int]:
@@ -94,6 +115,9 @@ class SendResult:
 
 
 ProducerFactory = Callable[[dict], Producer]
+
+STALE_AFTER_TIMEOUTS = 2     # sends in a row that only timed out before the broker is asked for metadata
+PROBE_TIMEOUT_S = 5.0        # how long that metadata request may take
 
 
 @dataclass
@@ -113,12 +137,19 @@ class KafkaSink:
                                       compression=self.compression, max_record_bytes=self.max_record_bytes,
                                       extra=self.extra)
         self._producer: Producer | None = None
+        self._timed_out_sends = 0                # sends in a row that delivered nothing and only timed out
+        self._broker_error: str | None = None    # the client's last error about its brokers since a delivery
 
     @property
     def producer(self) -> Producer:
         if self._producer is None:
-            self._producer = self.factory(self.config)
+            self._producer = self.factory({**self.config, "error_cb": self._on_error})
         return self._producer
+
+    def _on_error(self, err: KafkaError) -> None:
+        """librdkafka's client-level errors ("Connect to ... failed: Connection refused", "all
+        broker connections are down"), served from poll/flush in this thread: kept for the outcome."""
+        self._broker_error = broker_text(err)
 
     def send(self, records: Sequence[Record]) -> SendResult:
         """Produce in order and wait for every delivery report (bounded by the delivery timeout).
@@ -150,6 +181,8 @@ class KafkaSink:
             fatal = f"{len(produced) - len(reports)} delivery report(s) missing after {self.delivery_timeout_s:.0f}s"
         if fatal is None:
             fatal = next((_describe(err, "") for err in reports.values() if _poisons_producer(err)), None)
+        if fatal is None:
+            fatal = self._stale(reports)
         if fatal is not None:
             log.error("Kafka producer unusable (%s); rebuilding it, unsent records are resent", fatal)
             self._discard()
@@ -157,7 +190,33 @@ class KafkaSink:
                   for i in range(len(records))]
         for i, why in refused.items():
             errors[i] = why
-        return SendResult(errors, fatal, tried=frozenset(produced) | refused.keys())
+        turned_down = {i for i, err in reports.items() if err is not None and is_refusal(err)} | refused.keys()
+        if any(err is None for err in reports.values()):
+            self._broker_error = None            # a delivery: what the client said before is over
+        return SendResult(errors, fatal, tried=frozenset(produced) | refused.keys(), refused=frozenset(turned_down),
+                          broker_error=self._broker_error)
+
+    def _stale(self, reports: Mapping[int, KafkaError | None]) -> str | None:
+        """Count a send that delivered nothing and only timed out; from the ``STALE_AFTER_TIMEOUTS``-th
+        in a row, a broker that answers a metadata request means the producer, not the broker, is
+        stuck: returns why it must be replaced (None: keep it)."""
+        if not reports or any(err is None or err.code() != KafkaError._MSG_TIMED_OUT for err in reports.values()):
+            self._timed_out_sends = 0
+            return None
+        self._timed_out_sends += 1
+        if self._timed_out_sends < STALE_AFTER_TIMEOUTS or not self._broker_answers():
+            return None
+        return (f"{self._timed_out_sends} sends in a row timed out while the broker answers metadata requests "
+                "(the producer's idempotence state is stale)")
+
+    def _broker_answers(self) -> bool:
+        try:
+            self.producer.list_topics(timeout=min(PROBE_TIMEOUT_S, self.delivery_timeout_s))
+            return True
+        except KafkaException as exc:
+            log.info("Kafka broker does not answer a metadata request either (%s); keeping the producer",
+                     exc.args[0] if exc.args else exc)
+            return False
 
     def _produce(self, rec: Record, index: int, reports: dict[int, KafkaError | None]) -> None:
         def on_delivery(err: KafkaError | None, _msg, i: int = index) -> None:
@@ -178,6 +237,7 @@ class KafkaSink:
         """Drop the producer: purge what it still holds (those records are resent by the caller)."""
         producer, self._producer = self._producer, None
         self.rebuilds += 1
+        self._timed_out_sends = 0
         if producer is None:
             return
         try:
@@ -213,6 +273,31 @@ _PRODUCER_STATE_ERRORS = frozenset({KafkaError.PRODUCER_FENCED, KafkaError.INVAL
 
 def _poisons_producer(err: KafkaError | None) -> bool:
     return err is not None and (err.fatal() or err.code() in _PRODUCER_STATE_ERRORS)
+
+
+# Delivery-report errors that turn a record down for what it is, not for where the broker is: too
+# large, not authorized, a topic that cannot exist or does not take such records. Only these may make
+# an event DEAD (decision F16); every other failure means the broker was not reached, and the event
+# waits for it however long that takes (a timeout, a broker that cannot be reached, a rebuilt producer).
+_REFUSALS = frozenset({
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE,
+    KafkaError.INVALID_MSG_SIZE, KafkaError.INVALID_MSG, KafkaError.INVALID_RECORD, KafkaError.POLICY_VIOLATION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TOPIC_EXCEPTION, KafkaError._UNKNOWN_TOPIC, KafkaError._INVALID_ARG,
+    KafkaError.UNSUPPORTED_FOR_MESSAGE_FORMAT, KafkaError.UNSUPPORTED_COMPRESSION_TYPE, KafkaError.INVALID_TIMESTAMP})
+
+
+def is_refusal(err: KafkaError) -> bool:
+    """Did the broker (or the producer) turn this record down for what it is? (See ``_REFUSALS``.)"""
+    return err.code() in _REFUSALS and not err.fatal()
+
+
+_ADDRESS_FAMILY = re.compile(r"\bipv[46]#")
+
+
+def broker_text(err: KafkaError) -> str:
+    """A client error as the operator reads it: librdkafka's own words, without its address-family tag."""
+    return _ADDRESS_FAMILY.sub("", err.str())
 
 
 def _describe(report: object, missing: str) -> str | None:

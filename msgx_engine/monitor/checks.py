@@ -44,6 +44,7 @@ MAX_BACKFILL_AGE_S = thresholds.BACKFILL_AGE.seconds
 HEARTBEAT_LIMIT_S = thresholds.HEARTBEAT_LIMIT.seconds
 WORK_GRACE_S = thresholds.WORK_GRACE.seconds
 EXCERPT_CHARS = 120
+SEND_ERROR_CHARS = 300      # Kafka's error text with the broker's own words (the client's "Connect to ... failed")
 
 REPLAY_DEAD = "msgx replay --status DEAD"
 ACKNOWLEDGE = "msgx acknowledge ID… --operator NAME --reason TEXT"
@@ -244,9 +245,15 @@ def delivery_backlog(f: Figures, drift: Drift | None) -> CheckResult:
     causes = []
     if age >= MAX_UNSENT_AGE_S:
         causes.append("Kafka is down or slow, or no dispatcher runs")
+    kafka = f.kafka
+    if kafka is not None and kafka.failing and kafka.error_at is not None:
+        meta.update(broker=kafka.broker, last_send_error=excerpt(kafka.last_error, SEND_ERROR_CHARS),
+                    last_send_error_age_s=round(f.age_s(kafka.error_at), 1))
+        causes.append(f"the last send to {kafka.broker} failed {ago(f.age_s(kafka.error_at))} ago: "
+                      f"{excerpt(kafka.last_error, SEND_ERROR_CHARS)}")
     if f.dead_events:
-        causes.append(f"events given up after their delivery attempts (event ids {ids}) hold their flights' "
-                      "later events back until revived")
+        causes.append(f"events Kafka refused, given up after their delivery attempts (event ids {ids}), hold "
+                      "their flights' later events back until revived")
     return CheckResult(names.DELIVERY_BACKLOG, False,
                        f"{text}: {'; '.join(causes)}. First run `msgx outbox` to see them; "
                        "`msgx outbox --apply --operator NAME --reason TEXT` revives dead events, "

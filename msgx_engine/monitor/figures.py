@@ -18,6 +18,7 @@ time (``clock.local_wall_time``), and reads them back the same way here, as an i
 comparing with PostgreSQL's ``now()``. Neither server's time zone setting enters the sum.
 
 Redis and Kafka are not read: any instance reports the same truth, and a scrape never waits for them.
+What the dispatcher last heard from Kafka is read from PostgreSQL (``store.kafka_status``).
 """
 
 from __future__ import annotations
@@ -32,9 +33,10 @@ from sqlalchemy import Connection, Engine, func, select
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor import thresholds
 from msgx_engine.redact import safe_text
-from msgx_engine.store import cutover_state, locks, monitoring, outbox, overview, queue, requests
+from msgx_engine.store import cutover_state, kafka_status, locks, monitoring, outbox, overview, queue, requests
 from msgx_engine.store.bridges import MappingStatus, mapping_status
 from msgx_engine.store.cutover_state import Stop
+from msgx_engine.store.kafka_status import KafkaStatus
 from msgx_engine.store.monitoring import AlertState, Heartbeat
 from msgx_engine.store.overview import DeadLetter
 
@@ -85,6 +87,7 @@ class Figures:
     dead_event_ids: tuple[int, ...] = ()                     # dead outbox events' ids (up to ALERT_IDS_CAP)
     stand_mapping: MappingStatus | None = None
     stop: Stop | None = None                                 # writes stopped for a cut-over: no pump by design
+    kafka: KafkaStatus | None = None                         # the dispatcher's last send error (None: never one)
     # Not read from PostgreSQL: whether this process has Kafka configured (MSGX_KAFKA_BOOTSTRAP),
     # set by the caller from its settings. Without Kafka the released events stay pending by
     # design, and delivery_backlog says "not configured" instead of failing (as Redis does).
@@ -157,7 +160,7 @@ def read_figures(conn: Connection, mailbox: Mailbox | None = None) -> Figures:
             heartbeats=monitoring.heartbeats(conn), alerts=monitoring.alert_states(conn),
             dead_letters=tuple(oldest_dead), dead_ids=tuple(monitoring.waiting_dead_ids(conn, ALERT_IDS_CAP)),
             dead_event_ids=tuple(dead_event_ids[:ALERT_IDS_CAP]), stand_mapping=mapping_status(conn),
-            stop=cutover_state.stop(conn))
+            stop=cutover_state.stop(conn), kafka=kafka_status.read(conn))
     if mailbox is None:
         return f
     return replace(f, mailbox=read_mailbox(mailbox, position))

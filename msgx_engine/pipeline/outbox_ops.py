@@ -1,13 +1,16 @@
 """The outbox as an operator sees and repairs it: ``msgx outbox`` (preview) and ``--apply`` (revive).
 
-An event that could not be delivered after its attempts (a broker down for about 25 minutes, a
-record the broker refuses) is dead: it stays in ``msg_event`` with its last error, the
-delivery-backlog check fails, and the later events of its flight and topic wait behind it (the
-dispatcher never lets them overtake it). Until now nothing but SQL could send it again.
+An event whose record the broker refused after its attempts (too large, not authorized, a topic
+that cannot exist; a broker that cannot be reached never kills an event, decision F16) is dead: it
+stays in ``msg_event`` with its last error, the delivery-backlog check fails, and the later events
+of its flight and topic wait behind it (the dispatcher never lets them overtake it). Until now
+nothing but SQL could send it again.
 
-The preview lists, per logical topic, the undelivered events and the oldest one's age, and every
-dead event (event id, topic, FLID, mailbox id, attempts, an excerpt of the last error, how many
-later events wait behind it). Nothing is written.
+The preview lists, per logical topic, the undelivered events and the oldest one's age, the
+dispatcher's last send error with the broker it tried (``store.kafka_status``: Kafka's own words,
+which were only in the dispatching process's stderr), and every dead event (event id, topic, FLID,
+mailbox id, attempts, an excerpt of the last error, how many later events wait behind it).
+Nothing is written.
 
 Reviving (``--apply --operator NAME --reason TEXT`` with ``--ids`` or ``--all-dead``) gives the
 chosen dead events a fresh set of attempts, due at once, in one transaction with one audit row
@@ -26,11 +29,13 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from msgx_engine.store import audit, outbox
+from msgx_engine.store import audit, kafka_status, outbox
+from msgx_engine.store.kafka_status import KafkaStatus
 from msgx_engine.store.outbox import DeadEvent
 from msgx_engine.store.release_signal import ReleaseNotifier
 
 ERROR_CHARS = 160        # the excerpt of an event's last error shown per line
+SEND_ERROR_CHARS = 400   # the dispatcher's last send error, with the broker's own words
 MAX_SHOWN = 1000         # dead events listed (and revived by --all-dead) per request
 
 
@@ -72,6 +77,7 @@ class OutboxPreview:
     oldest_released_at: datetime | None
     dead: tuple[DeadEvent, ...]
     dead_total: int
+    kafka: KafkaStatus | None = None
 
     def lines(self) -> list[str]:
         out = [f"{'topic':<8}{'undelivered':>12}"]
@@ -79,6 +85,7 @@ class OutboxPreview:
             out.append(f"{topic:<8}{self.undelivered.get(topic, 0):>12}")
         out.append(f"oldest undelivered event released {_age(self.now, self.oldest_released_at)} ago"
                    if self.oldest_released_at else "no event waits for delivery")
+        out += self._send_error_lines()
         if not self.dead_total:
             out.append("no dead events")
             return out
@@ -91,10 +98,24 @@ class OutboxPreview:
                    "(or --all-dead)")
         return out
 
+    def _send_error_lines(self) -> list[str]:
+        k = self.kafka
+        if k is None or k.error_at is None:
+            return []
+        since = (f"; delivered again {_age(self.now, k.delivered_at)} ago" if not k.failing and k.delivered_at
+                 else "; nothing delivered since")
+        return [f"last send error {_age(self.now, k.error_at)} ago, broker {k.broker}{since}:",
+                f"  {excerpt(k.last_error, SEND_ERROR_CHARS)}"]
+
     def as_json(self) -> dict[str, object]:
+        k = self.kafka
+        last = None if k is None or k.error_at is None else {
+            "broker": k.broker, "error": k.last_error, "age_s": (self.now - k.error_at).total_seconds(),
+            "failing": k.failing}
         return {"undelivered": self.undelivered,
                 "oldest_undelivered_age_s": (self.now - self.oldest_released_at).total_seconds()
                 if self.oldest_released_at else None,
+                "last_send_error": last,
                 "dead_total": self.dead_total, "dead": [dead_json(ev) for ev in self.dead]}
 
 
@@ -126,8 +147,9 @@ def preview(engine: Engine, now: datetime) -> OutboxPreview:
         oldest = outbox.oldest_unsent_released_at(conn)
         dead = outbox.dead_events(conn, limit=MAX_SHOWN)
         total = outbox.dead_count(conn) if len(dead) >= MAX_SHOWN else len(dead)
+        kafka = kafka_status.read(conn)
         conn.rollback()
-    return OutboxPreview(now, undelivered, oldest, tuple(dead), total)
+    return OutboxPreview(now, undelivered, oldest, tuple(dead), total, kafka)
 
 
 def revive(engine: Engine, *, event_ids: Sequence[int] = (), all_dead: bool = False, operator: str,

@@ -15,7 +15,10 @@ Dispatcher side: only released events (``released_at`` set in transaction 2) are
 per logical topic. Order is promised per FLID (C-29), so a flight whose event is in backoff holds
 back only its own later events: ``due_events`` leaves out every event of such a flight and returns
 the other flights' events. An event is marked sent only after its delivery report; a failed one
-backs off, stays visible with its error and turns DEAD after ``max_attempts`` with an alert. A dead
+backs off and stays visible with its error. Only an event the broker refuses (too large, not
+authorized, a topic that cannot exist: ``SendFailure.refused``) turns DEAD, after ``max_attempts``,
+with an alert; one that failed because the broker could not be reached waits for as long as the
+outage lasts and goes out, in order, when the broker is back (decision F16). A dead
 event keeps holding its flight's later events of the topic back until an operator revives it
 (``revive_dead``, ``msgx outbox --apply``); it is then delivered first, so it is never overtaken.
 """
@@ -26,7 +29,7 @@ import logging
 from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import overload
+from typing import NamedTuple, overload
 
 from sqlalchemy import Connection, Float, Integer, bindparam, case, cast, func, literal, select, union_all, update
 
@@ -208,11 +211,21 @@ class OutboxEvent:
 
 @dataclass(frozen=True)
 class SendPolicy:
-    """Per-event retry policy: backoff base·2^(n-1) seconds capped, DEAD after ``max_attempts``."""
+    """Per-event retry policy: backoff base·2^(n-1) seconds capped; an event the broker refuses is
+    DEAD once it has had ``max_attempts``; one the broker did not answer for never is (F16)."""
 
     backoff_base_s: float = 1.0
     backoff_cap_s: float = 60.0
-    max_attempts: int = 30   # ≈25 min of a dead broker before an event is dead-lettered
+    max_attempts: int = 30   # a refused record's attempts (≈25 min of backoff) before it is dead-lettered
+
+
+class SendFailure(NamedTuple):
+    """One event's failed attempt: ``refused`` when the broker (or the producer) turned its record
+    down for what it is; False when the broker was not reached (timeout, unreachable, producer rebuilt)."""
+
+    event_id: int
+    error: str
+    refused: bool = False
 
 
 _unsent = (msg_event.c.released_at.is_not(None), msg_event.c.sent_at.is_(None), msg_event.c.dead_at.is_(None))
@@ -272,27 +285,31 @@ def mark_sent(conn: Connection, event_ids: Sequence[int], now: datetime) -> int:
     return int(conn.exec_driver_sql(_MARK_SENT_SQL, {"ids": sorted(event_ids), "now": now}).scalar_one())
 
 
-def mark_failed(conn: Connection, failures: Sequence[tuple[int, str]], now: datetime,
+def mark_failed(conn: Connection, failures: Sequence[SendFailure], now: datetime,
                 policy: SendPolicy) -> list[int]:
-    """Count an attempt, back off, dead-letter at the limit (with an alert). Returns newly dead ids."""
+    """Count an attempt and back off; an event the broker refused is dead-lettered once it has had
+    ``max_attempts`` (with an alert), one the broker was not reached for never is. Returns newly dead ids."""
     if not failures:
         return []
     attempts = msg_event.c.send_attempts + 1
     delay = func.least(literal(policy.backoff_base_s) * func.power(2, cast(msg_event.c.send_attempts, Float)),
                        literal(policy.backoff_cap_s))
+    gives_up = bindparam("b_refused") & (attempts >= cast(literal(policy.max_attempts), Integer))
     stmt = update(msg_event).where(msg_event.c.event_id == bindparam("b_event_id"),
                                    msg_event.c.sent_at.is_(None)).values(
         send_attempts=attempts,
         send_error=bindparam("b_error"),
         next_send_at=literal(now) + func.make_interval(0, 0, 0, 0, 0, 0, delay),
-        dead_at=case((attempts >= cast(literal(policy.max_attempts), Integer), literal(now)), else_=None))
-    conn.execute(stmt, [{"b_event_id": eid, "b_error": err[:2000]} for eid, err in failures])
-    ids = [eid for eid, _ in failures]
+        dead_at=case((gives_up, literal(now)), else_=None))
+    conn.execute(stmt, [{"b_event_id": f.event_id, "b_error": f.error[:2000], "b_refused": f.refused}
+                        for f in failures])
+    refused = [f.event_id for f in failures if f.refused]
     dead = [r[0] for r in conn.execute(select(msg_event.c.event_id).where(
-        msg_event.c.event_id.in_(ids), msg_event.c.dead_at == now))]
+        msg_event.c.event_id.in_(refused), msg_event.c.dead_at == now))] if refused else []
+    why = {f.event_id: f.error for f in failures}
     for eid in dead:
-        log.error("ALERT dead event: msg_event %s not delivered after %s attempts (%s)", eid,
-                  policy.max_attempts, dict(failures).get(eid))
+        log.error("ALERT dead event: msg_event %s refused by Kafka after %s attempts (%s)", eid,
+                  policy.max_attempts, why.get(eid))
     return dead
 
 

@@ -434,6 +434,19 @@ heartbeat = Table(
 )
 
 
+kafka_status = Table(
+    # The dispatcher's last send error and the broker it tried (migration 0020; owner:
+    # store/kafka_status.py), so `msgx outbox`, the checks and the alerts of every process show it.
+    "kafka_status",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("broker", Text, nullable=False),
+    Column("last_error", Text),
+    _ts("error_at"),
+    _ts("delivered_at"),                        # the first delivery after that error (NULL: none yet)
+)
+
+
 # --- durable metric totals (migration 0014; owner: store/metric_totals.py) -------------------------
 metric_total = Table(
     # One row per counter series, histogram bucket, sum and count; added to in the same transaction

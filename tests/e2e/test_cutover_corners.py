@@ -18,10 +18,7 @@ from sqlalchemy import text
 
 from msgx_engine.clock import DatabaseClock
 from msgx_engine.db import make_engine
-from msgx_engine.delivery.dispatcher import Dispatcher, DispatchOptions
-from msgx_engine.delivery.producer import KafkaSink
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
-from msgx_engine.store.outbox import SendPolicy
 from tests.conftest import MSGX_BIN
 from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
     DAY,
@@ -36,9 +33,9 @@ from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
 )
 from tests.e2e.test_shadow_start import state_checksum
 from tests.pipeline_support import mailbox_checksum
+from tests.refused_events import kill_events_for_real
 
 SMALL = [DAY[i:i + 40] for i in range(0, 160, 40)]
-NOWHERE = "127.0.0.1:9"      # nothing listens: every send fails
 
 
 def cutover_row(url: str) -> tuple | None:
@@ -201,13 +198,11 @@ def test_ops3_a_production_pump_refuses_a_shadows_database_until_it_is_promoted(
     assert all(v is None for v in mailbox.processed_at(first).values())
 
 
-def kill_every_event(url: str) -> None:
-    """One dispatcher pass against an address where no broker listens, one attempt allowed: every
-    released, unsent event is dead-lettered by the dispatcher's own failure path."""
+def kill_every_event(url: str, bootstrap: str) -> None:
+    """Every released, unsent event dead-lettered by the dispatcher's own failure path (a refusal)."""
     engine = make_engine(url)
     try:
-        Dispatcher(engine, KafkaSink(NOWHERE, delivery_timeout_s=1.0), DatabaseClock(engine),
-                   options=DispatchOptions(policy=SendPolicy(max_attempts=1))).run()
+        kill_events_for_real(engine, DatabaseClock(engine), bootstrap)
     finally:
         engine.dispose()
 
@@ -221,7 +216,7 @@ def test_ops4_stop_writes_shows_dead_events_and_goes_on_only_with_their_number(a
     url = a["MSGX_DB_URL"]
     app.mailbox.put_many(SMALL[0])
     ok(run_as(a, "pump", "--drain"))
-    kill_every_event(url)
+    kill_every_event(url, a["MSGX_KAFKA_BOOTSTRAP"])
     second = app.mailbox.put_many(SMALL[1])
     ok(run_as(a, "pump", "--drain"))
     dead = scalar(url, "SELECT count(*) FROM msg_event WHERE dead_at IS NOT NULL AND sent_at IS NULL")

@@ -15,12 +15,14 @@ into a state database of its own, injects its fault, lets msgx recover the way p
   CMINMSGS_DATE_PROCESSED; each row is marked exactly once (twice only where an operator reset it).
 
 Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22,
-C-29 (one oversize Kafka record holds back only its own flight).
+C-29 (one oversize Kafka record holds back only its own flight), OPS-2 and F18 (a blocked log
+output does not block processing). docs/faults.md lists every row for the operator.
 The observed outcome of every row is printed (``-s``) as a line of the table.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -50,6 +52,7 @@ from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN, read_topic
 from tests.e2e.test_pipeline_crash import outcome
 from tests.private_servers import PrivateServers, start_private_servers, wait_for
+from tests.silent_proxy import SilentProxy
 
 N = 400
 FLIGHTS = 24
@@ -173,7 +176,7 @@ class Install:
         e = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
         e.update(MSGX_DB_URL=self.db_url, MSGX_MAILBOX_URL=self.mailbox_url, MSGX_HOME=str(self.home),
                  **self.extra_env, **extra)
-        if self.redis_db is not None:
+        if self.redis_db is not None and "MSGX_REDIS_URL" not in e:     # a row may route Redis through a proxy
             e["MSGX_REDIS_URL"] = self.servers.redis_url(self.redis_db)
         return e
 
@@ -181,11 +184,13 @@ class Install:
         return subprocess.run([MSGX_BIN, *args], env=self.env(**extra), capture_output=True, text=True,
                               timeout=timeout)
 
-    def start(self, *args: str, **extra: str) -> Running:
-        """A background ``msgx`` whose output goes to a file (a pipe nobody reads could block it)."""
+    def start(self, *args: str, stderr: int | None = None, **extra: str) -> Running:
+        """A background ``msgx`` whose output goes to a file (a pipe nobody reads could block it;
+        ``stderr``: a file descriptor its stderr goes to instead, the log sink row's full pipe)."""
         log = self.home / f"msgx-{time.monotonic_ns()}.log"
         with log.open("w") as out:
-            proc = subprocess.Popen([MSGX_BIN, *args], env=self.env(**extra), stdout=out, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen([MSGX_BIN, *args], env=self.env(**extra), stdout=out,
+                                    stderr=subprocess.STDOUT if stderr is None else stderr)
         return Running(proc, log)
 
     def pump(self, **extra: str) -> subprocess.CompletedProcess:
@@ -316,12 +321,18 @@ def kill_at(step: str) -> Callable[[Lab, dict], str]:
     return run
 
 
-def pump_mid_run(lab: Lab, hold_again: Path | None = None) -> tuple[Install, Running]:
+def pump_mid_run(lab: Lab, hold_again: Path | None = None, *, redis_port: int | None = None,
+                 stderr: int | None = None, **env: str) -> tuple[Install, Running]:
     """A fresh installation with the workload, its ``pump --drain`` running and part-way through:
     held after its 60th terminal message (``MSGX_FAULT_HOLD``) until the caller has broken a
     server and calls ``release()`` (or ``finish()``), so the break lands mid-run however fast the
-    pump drains the rest. ``hold_again``: held once more after the 80th, while that file exists."""
+    pump drains the rest. ``hold_again``: held once more after the 80th, while that file exists.
+    ``redis_port``: the pump reaches Redis there (a proxy in front of the private one);
+    ``stderr``: the pump's stderr is this file descriptor instead of its log; ``env``: more of its
+    environment."""
     inst = lab.install()
+    if redis_port is not None:
+        inst.extra_env["MSGX_REDIS_URL"] = f"redis://127.0.0.1:{redis_port}/{inst.redis_db}"
     fill(inst.mailbox_url, workload())
     gate = inst.home / "hold-mid-run"
     gate.touch()
@@ -329,7 +340,7 @@ def pump_mid_run(lab: Lab, hold_again: Path | None = None) -> tuple[Install, Run
     if hold_again is not None:
         hold_again.touch()
         holds += f",after_tx2:80:{hold_again}"
-    runner = inst.start("pump", "--drain", MSGX_FAULT_HOLD=holds)
+    runner = inst.start("pump", "--drain", MSGX_FAULT_HOLD=holds, stderr=stderr, **env)
     runner.gate = gate
     try:
         wait_for(lambda: gate.with_name(gate.name + ".held").exists(), "the pump to be mid-run", 120)
@@ -409,6 +420,63 @@ def redis_outage(lab: Lab, reference: dict) -> str:
     c = converged(inst, reference)
     return (f"head {head[0].msg_id} waited open: {head[0].looks} looks, next in {head[0].delay:.0f}s (the cap), "
             f"0 attempts used, nothing overtook it, never DEAD; after Redis returned all done, drift {c['drift']}")
+
+
+def redis_black_holed(lab: Lab, reference: dict) -> str:
+    """D22 (INV-23): Redis reached through a proxy that goes silent (connections
+    stay open, nothing is forwarded, as behind a black-holed route) past the projection's 2 s
+    client timeout: each look at the head fails on that timeout instead of hanging, the head waits
+    open using no attempt, nothing overtakes it; when bytes flow again the pump finishes by itself."""
+    proxy = SilentProxy(("127.0.0.1", lab.servers.redis.port))
+    looks = ("SELECT count(*) AS n FROM proc_state_hst WHERE error_class = 'PROJECTION'")
+    try:
+        inst, runner = pump_mid_run(lab, redis_port=proxy.port)
+        try:
+            proxy.holding.set()
+            runner.release()
+            wait_for(lambda: inst.query(looks)[0].n >= 3, "three looks at the head, each past the Redis timeout", 120)
+            head = inst.query("SELECT msg_id, attempts, error_detail FROM proc_state WHERE status = 'FAILED'")
+            assert len(head) == 1 and head[0].attempts == 0, head
+            assert inst.count(f"msg_id > {int(head[0].msg_id)} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0, \
+                "a later message overtook the waiting head"
+            proxy.holding.clear()
+            rc, err = runner.finish()
+        finally:
+            runner.stop()
+    finally:
+        proxy.holding.clear()
+        proxy.stop()
+    assert rc == 0, err[-2000:]
+    c = converged(inst, reference)
+    return (f"head {head[0].msg_id} waited open through {inst.query(looks)[0].n} looks that timed out "
+            f"({(head[0].error_detail or '')[:60]}), 0 attempts, nothing overtook it; when Redis answered the "
+            f"pump finished by itself, drift {c['drift']}")
+
+
+def log_sink_blocked(lab: Lab, reference: dict) -> str:
+    """OPS-2 ("日志出口断开不阻塞业务"): the pump's stderr is a pipe that is full
+    and that nobody reads (a log collector that hangs) from before the pump starts, with every
+    INFO line logged: the pump processes the whole mailbox and exits anyway, dropping the lines
+    the sink cannot take."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    try:
+        filled = 0
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                filled += os.write(write_end, b"x" * 4096)
+        os.set_blocking(write_end, True)
+        inst, runner = pump_mid_run(lab, stderr=write_end, MSGX_LOG_LEVEL="INFO")
+        try:
+            rc, _ = runner.finish(timeout=240)
+        finally:
+            runner.stop()
+    finally:
+        os.close(write_end)
+        os.close(read_end)
+    assert rc == 0, "the pump did not finish with its log sink blocked"
+    converged(inst, reference)
+    return f"stderr pipe full ({filled} bytes) and unread from the start: every row processed once, pump exited 0"
 
 
 def broker_killed(lab: Lab, reference: dict) -> str:
@@ -757,6 +825,12 @@ MATRIX = [
     Row("Redis kill -9 under a running pump until the head's backoff reaches its cap (D22)",
         "head waits open, backoff capped at 30 s, no attempt used, never DEAD, nothing overtakes; projection "
         "repaired", redis_outage),
+    Row("Redis black-holed (connections open, nothing forwarded) past the projection's 2 s timeout",
+        "each look at the head times out; head waits open, no attempt used, nothing overtakes; finishes by itself",
+        redis_black_holed),
+    Row("log sink blocked: the pump's stderr a full pipe nobody reads (OPS-2)",
+        "processing goes on: every row once, the pump exits 0; lines the sink cannot take are dropped",
+        log_sink_blocked),
     Row("tansu kill -9 under a running dispatcher", "nothing marked sent unreported; all delivered after restart",
         broker_killed),
     Row("one Kafka record too large for the broker (a legacy outbox row)",

@@ -8,14 +8,12 @@ from sqlalchemy import select
 
 from msgx_dagster.jobs.operator import acknowledge_job, outbox_revive_job
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.delivery.dispatcher import Dispatcher, DispatchOptions
-from msgx_engine.delivery.producer import KafkaSink
 from msgx_engine.store import audit
-from msgx_engine.store.outbox import SendPolicy
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
 from tests.dagster_support import op_config
 from tests.pipeline_support import drain_now, proc
+from tests.refused_events import kill_events_for_real
 
 
 def execute(job, config: dict):
@@ -53,14 +51,13 @@ def test_acknowledge_job_closes_a_dead_letter_and_fails_when_refused(env, app):
     assert [e.outcome["acknowledged"] for e in entries(app, "acknowledge")] == [0, 1]
 
 
-def test_outbox_revive_job_revives_dead_events(env, app, clock):
-    """OPS-2, US-07 AC1: events dead-lettered by the dispatcher's own failure path (no broker at the
-    address, one attempt) are revived by the run (all_dead), audited; a second run finds none and
+def test_outbox_revive_job_revives_dead_events(env, app, clock, kafka_bootstrap):
+    """OPS-2, US-07 AC1: events dead-lettered by the dispatcher's own failure path (a topic the
+    broker refuses, one attempt) are revived by the run (all_dead), audited; a second run finds none and
     fails; a run without a choice of events fails."""
     app.mailbox.put(gtdt("OJ1", (1, "A1")))
     drain_now(app)
-    Dispatcher(app.engine, KafkaSink("127.0.0.1:9", delivery_timeout_s=2.0), clock,
-               options=DispatchOptions(policy=SendPolicy(max_attempts=1))).run()
+    kill_events_for_real(app.engine, clock, kafka_bootstrap)
     with app.engine.connect() as conn:
         rows = conn.execute(select(msg_event.c.event_id, msg_event.c.dead_at)).fetchall()
     assert len(rows) == 2 and all(r.dead_at is not None for r in rows)

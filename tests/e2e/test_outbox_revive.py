@@ -1,9 +1,10 @@
 """Dead outbox events with an operator path (OPS-2, US-07 AC1, C-29) on a real Kafka-wire broker.
 
-An event dies for real: the dispatcher sends it to a broker address where nothing listens, with an
-attempt limit of one. While it is dead the later events of its flight wait behind it (never
-overtake it), other flights flow; ``msgx outbox`` lists it; ``msgx outbox --apply`` revives it,
-audited; the dispatcher then delivers it first and the later event after it, on tansu.
+An event dies for real: the dispatcher sends it to a topic that cannot exist (the broker refuses
+the name), with an attempt limit of one; a broker that cannot be reached never kills an event
+(F16). While it is dead the later events of its flight wait behind it (never overtake it), other
+flights flow; ``msgx outbox`` lists it; ``msgx outbox --apply`` revives it, audited; the
+dispatcher then delivers it first and the later event after it, on tansu.
 """
 
 from __future__ import annotations
@@ -11,16 +12,12 @@ from __future__ import annotations
 from sqlalchemy import select
 
 from msgx_engine.app import App
-from msgx_engine.delivery.dispatcher import Dispatcher, DispatchOptions
-from msgx_engine.delivery.producer import KafkaSink
 from msgx_engine.delivery.runner import build_dispatcher
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store import audit
-from msgx_engine.store.outbox import SendPolicy
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
-
-NOWHERE = "127.0.0.1:9"      # nothing listens: every send fails after the delivery timeout
+from tests.refused_events import kill_events_for_real
 
 
 def process(app: App, *messages: str) -> list[int]:
@@ -37,14 +34,6 @@ def events(app: App, flid: str | None = None) -> list:
         return conn.execute(q).fetchall()
 
 
-def kill_events_for_real(app: App, clock) -> None:
-    """One dispatcher pass against an address where no broker listens, one attempt allowed: every
-    released, unsent event is dead-lettered by the dispatcher's own failure path."""
-    sink = KafkaSink(NOWHERE, delivery_timeout_s=2.0)
-    Dispatcher(app.engine, sink, clock, topic_msg=app.settings.topic_msg, topic_schd=app.settings.topic_schd,
-               options=DispatchOptions(policy=SendPolicy(max_attempts=1))).run()
-
-
 def deliver(app: App, clock) -> None:
     build_dispatcher(app.settings, app.engine, clock=clock, delivery_timeout_s=10.0).run()
 
@@ -57,7 +46,7 @@ def test_dead_event_is_listed_revived_audited_and_delivered_before_its_flights_l
     revive is audited; then `msg` carries OB1's dead change first and the later one after it,
     and `schd` OB1's newest state."""
     [first] = process(kapp, gtdt("OB1", (1, "A1")))
-    kill_events_for_real(kapp, clock)
+    kill_events_for_real(kapp.engine, clock, kapp.settings.kafka_bootstrap)
     dead = events(kapp, "OB1")
     assert len(dead) == 2 and all(e.dead_at is not None and e.sent_at is None and e.send_attempts == 1
                                   for e in dead)
@@ -103,7 +92,7 @@ def test_outbox_apply_refuses_when_nothing_matches_or_arguments_are_missing(kapp
     """OPS-2: --apply without operator/reason or without a choice of events, an id that is not a
     dead event, and --all-dead with no dead event are refused (exit 2) and revive nothing."""
     process(kapp, gtdt("OB3", (1, "A1")))
-    kill_events_for_real(kapp, clock)
+    kill_events_for_real(kapp.engine, clock, kapp.settings.kafka_bootstrap)
     dead_msg = events(kapp, "OB3")[0]
     assert cli_run("outbox", "--apply", "--ids", str(dead_msg.event_id), "--reason", "x")[0] == 2
     assert cli_run("outbox", "--apply", "--operator", "x", "--reason", "y")[0] == 2

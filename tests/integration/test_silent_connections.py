@@ -1,16 +1,15 @@
 """A mailbox connection that goes silent mid-query (no reset, no close: a partition, a dropped NAT
 entry, a hung server) fails after the read timeout instead of holding the pump (L13).
 
-A loopback TCP proxy in front of the real MariaDB stops forwarding bytes in both directions while
-keeping every connection open, as a partition does. The pump's intake pass then ends within the
-timeout reporting the mailbox unreachable (nothing registered, nothing lost); when the proxy
-forwards again the next passes reconnect and process the waiting message.
+A loopback TCP proxy (``tests/silent_proxy.py``) in front of the real MariaDB stops forwarding
+bytes in both directions while keeping every connection open, as a partition does. The pump's
+intake pass then ends within the timeout reporting the mailbox unreachable (nothing registered,
+nothing lost); when the proxy forwards again the next passes reconnect and process the waiting
+message.
 """
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -24,62 +23,9 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline.intake import Intake, IntakeStats
 from tests.builders import gtdt
 from tests.pipeline_support import drain_now, gates, is_marked, proc
+from tests.silent_proxy import SilentProxy
 
 TIMEOUT_S = 2
-
-
-class SilentProxy:
-    """Forwards 127.0.0.1:<port> to ``target``; while ``holding`` it forwards nothing either way and
-    closes nothing: the bytes wait in the sockets' buffers, as behind a partition."""
-
-    def __init__(self, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.holding = threading.Event()
-        self.stopped = threading.Event()
-        self.sockets: list[socket.socket] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.stopped.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            self.sockets += [client, upstream]
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(src, dst), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
-        src.settimeout(0.05)
-        while not self.stopped.is_set():
-            if self.holding.is_set():
-                time.sleep(0.05)
-                continue
-            try:
-                data = src.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if not data:
-                break
-            try:
-                dst.sendall(data)
-            except OSError:
-                break
-        for s in (src, dst):
-            with contextlib.suppress(OSError):
-                s.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.listener.close()
-        for s in self.sockets:
-            with contextlib.suppress(OSError):
-                s.close()
 
 
 @pytest.fixture

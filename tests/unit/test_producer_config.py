@@ -1,15 +1,17 @@
 """The Kafka producer's forced delivery guarantees (D14, US-07 AC5), its compression, timeout and
-record-size settings (and the dispatch schedule's skip; no broker."""
+record-size settings, the sink's own decisions (a stale producer, refusals, the client's error text)
+with a fake producer, and the dispatch schedule's skip; no broker."""
 
 from __future__ import annotations
 
 import dagster as dg
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from msgx_dagster.jobs.dispatch import dispatch_job
 from msgx_dagster.schedules import dispatch_schedule
 from msgx_engine.config import ConfigError, Settings
-from msgx_engine.delivery.producer import producer_config
+from msgx_engine.delivery.producer import STALE_AFTER_TIMEOUTS, KafkaSink, Record, is_refusal, producer_config
 from msgx_engine.delivery.runner import stop_wait_s
 from msgx_engine.store.outbox import (
     RECORD_OVERHEAD_BYTES,
@@ -87,3 +89,86 @@ def test_dispatch_schedule_skips_while_a_dispatch_run_is_queued_or_running():
         with dg.build_schedule_context(instance=instance) as ctx:
             result = dispatch_schedule(ctx)
         assert isinstance(result, dg.SkipReason) and "still queued or running" in (result.skip_message or "")
+
+
+class FakeProducer:
+    """A producer whose every record gets ``report`` as its delivery report at the next flush, and
+    whose metadata request answers or not (``answers``). Only for the sink's own decisions."""
+
+    def __init__(self, config: dict, report: KafkaError | None, answers: bool, client_error: KafkaError | None):
+        self.error_cb = config["error_cb"]
+        self.report, self.answers, self.client_error = report, answers, client_error
+        self.pending: list = []
+
+    def produce(self, topic, key, value, headers, on_delivery):
+        self.pending.append(on_delivery)
+
+    def poll(self, timeout):
+        return 0
+
+    def flush(self, timeout=None):
+        if self.client_error is not None:
+            self.error_cb(self.client_error)
+        for cb in self.pending:
+            cb(self.report, None)
+        self.pending = []
+        return 0
+
+    def list_topics(self, timeout=None):
+        if not self.answers:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return object()
+
+    def purge(self, **kw):
+        pass
+
+
+def fake_sink(report: KafkaError | None, *, answers: bool = True, client_error: KafkaError | None = None) -> KafkaSink:
+    return KafkaSink("127.0.0.1:1", delivery_timeout_s=1.0,
+                     factory=lambda conf: FakeProducer(conf, report, answers, client_error))
+
+
+RECORDS = [Record("msg", "F1", "{}", 1), Record("msg", "F2", "{}", 2)]
+
+
+def test_a_producer_that_only_times_out_on_a_broker_that_answers_is_rebuilt():
+    """US-07 AC1, F17: sends that deliver nothing and only time out are counted; from the
+    STALE_AFTER_TIMEOUTS-th in a row the broker is asked for metadata, and when it answers the
+    producer is dropped (the next send builds a new one). A broker that does not answer keeps it."""
+    timed_out = KafkaError(KafkaError._MSG_TIMED_OUT)
+    sink = fake_sink(timed_out)
+    results = [sink.send(RECORDS) for _ in range(STALE_AFTER_TIMEOUTS)]
+    assert [r.fatal is None for r in results] == [True] * (STALE_AFTER_TIMEOUTS - 1) + [False]
+    assert sink.rebuilds == 1 and "answers metadata" in (results[-1].fatal or "")
+    assert all(r.failures() and not r.refused for r in results)     # timeouts: never refusals
+    down = fake_sink(timed_out, answers=False)
+    for _ in range(STALE_AFTER_TIMEOUTS + 2):
+        assert down.send(RECORDS).fatal is None
+    assert down.rebuilds == 0
+
+
+def test_refusals_are_told_from_a_broker_that_was_not_reached():
+    """US-07 AC1, F16: only what the broker refuses for the record itself (too large, not
+    authorized, a topic that cannot exist) is a refusal, which may make an event DEAD; timeouts, a
+    broker that cannot be reached and a producer whose state is gone are not."""
+    for code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.TOPIC_EXCEPTION,
+                 KafkaError.RECORD_LIST_TOO_LARGE, KafkaError._UNKNOWN_TOPIC):
+        assert is_refusal(KafkaError(code)), code
+    for code in (KafkaError._MSG_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
+                 KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.REQUEST_TIMED_OUT,
+                 KafkaError.UNKNOWN_PRODUCER_ID, KafkaError._PURGE_QUEUE):
+        assert not is_refusal(KafkaError(code)), code
+    result = fake_sink(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)).send(RECORDS)
+    assert result.refused == {0, 1} and result.fatal is None
+
+
+def test_the_clients_last_words_about_the_broker_come_with_the_outcome():
+    """OPS-2, M27: librdkafka's client-level error ("Connect to ... failed: Connection
+    refused", delivered through error_cb) is kept with each send's outcome until a delivery, in the
+    operator's words (without the ipv4# tag)."""
+    refused = KafkaError(KafkaError._TRANSPORT, "127.0.0.1:1/bootstrap: Connect to ipv4#127.0.0.1:1 failed: "
+                                                "Connection refused (after 0ms in state CONNECT)")
+    result = fake_sink(KafkaError(KafkaError._MSG_TIMED_OUT), client_error=refused).send(RECORDS)
+    assert result.broker_error == ("127.0.0.1:1/bootstrap: Connect to 127.0.0.1:1 failed: Connection refused "
+                                   "(after 0ms in state CONNECT)")
+    assert fake_sink(None).send(RECORDS).broker_error is None
