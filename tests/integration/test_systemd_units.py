@@ -78,8 +78,8 @@ def test_every_service_is_hardened(unit_dir):
 def test_start_order_and_settings():
     """OPS-1, OPS-2: the daemon and both webservers start after the code server (which counts as
     started only once it answers), every service reads the settings file and runs as the msgx user
-    (one drop-in for all), the operators' webserver listens on loopback only and the viewers' one is
-    read-only, and no secret is on a command line."""
+    (one drop-in for all), both webservers listen on loopback only (behind the authenticating
+    proxy) and the viewers' one is read-only, and no secret is on a command line."""
     for name in AFTER_CODE_SERVER:
         text = (UNITS / name).read_text("utf-8")
         assert re.search(r"^After=.*\bmsgx-code-server\.service\b", text, re.M), name
@@ -93,7 +93,7 @@ def test_start_order_and_settings():
     commands = {name: re.findall(r"^ExecStart=(.+)$", (UNITS / name).read_text("utf-8"), re.M)
                 for name in SERVICES}
     assert "--host 127.0.0.1 --port 3000" in commands["msgx-webserver.service"][0]
-    assert "--read-only" in commands["msgx-webserver-readonly.service"][0]
+    assert "--read-only --host 127.0.0.1 --port 3001" in commands["msgx-webserver-readonly.service"][0]
     for name, lines in commands.items():
         assert not re.search(r"(?i)(password|token|://[^ ]*@)", " ".join(lines)), name
 

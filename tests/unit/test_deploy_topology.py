@@ -53,10 +53,12 @@ def test_every_service_runs_the_one_image_with_the_same_environment():
         assert f"./dagster.yaml:{home}/dagster.yaml:ro" in service["volumes"], name
 
 
-def test_operators_webserver_is_published_on_loopback_only_and_viewers_are_read_only():
-    """OPS-2: the operators' UI is reachable on the host's loopback alone (the authenticating proxy
-    sits there); the viewers' UI runs --read-only; the API binds publicly only with its token."""
-    assert all(p.startswith("127.0.0.1:") for p in SERVICES["webserver-operators"]["ports"])
+def test_both_webservers_are_published_on_loopback_only_and_viewers_are_read_only():
+    """OPS-2: the operators' and the viewers' UI are reachable on the host's loopback alone (the
+    authenticating proxy sits there: read-only still shows every run's logs); the viewers' UI runs
+    --read-only; the API binds publicly only with its token."""
+    for name in ("webserver-operators", "webserver-viewers"):
+        assert SERVICES[name]["ports"] and all(p.startswith("127.0.0.1:") for p in SERVICES[name]["ports"]), name
     assert "--read-only" in SERVICES["webserver-viewers"]["command"]
     assert "--read-only" not in SERVICES["webserver-operators"]["command"]
     assert all(p.startswith("127.0.0.1:") for p in SERVICES["api"]["ports"])
