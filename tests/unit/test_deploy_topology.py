@@ -80,6 +80,27 @@ def test_workspace_loads_msgx_from_the_code_server_of_the_compose_file():
         assert option(SERVICES[name]["command"], "--workspace") == "/etc/msgx/workspace.yaml", name
 
 
+def test_every_process_reads_the_runs_logs_from_one_folder():
+    """OPS-2: the instance keeps the runs' captured output in one absolute folder; in compose every
+    service mounts the same named volume there (each container has a filesystem of its own), and on
+    one host every systemd unit has it as a state directory, so every webserver reads what the code
+    server's run workers wrote. tests/e2e/test_topology.py reads a run's ALERT line through a
+    webserver that shares no other folder with the code server."""
+    logs = yaml.safe_load((DEPLOY / "dagster.yaml").read_text("utf-8"))["compute_logs"]
+    assert logs["class"] == "LocalComputeLogManager"
+    folder = logs["config"]["base_dir"]
+    assert folder.startswith("/")
+    for name, service in SERVICES.items():
+        mounts = [v.split(":") for v in service["volumes"]]
+        assert [m[0] for m in mounts if m[1] == folder] == ["compute-logs"], name
+    assert "compute-logs" in COMPOSE["volumes"]
+    common = (DEPLOY / "systemd" / "msgx-.service.d" / "10-common.conf").read_text("utf-8")
+    [dirs] = [line.split("=", 1)[1].split() for line in common.splitlines() if line.startswith("StateDirectory=")]
+    assert folder.removeprefix("/var/lib/") in dirs
+    dockerfile = (DEPLOY / "Dockerfile").read_text("utf-8")
+    assert f"install -d -o msgx -g msgx -m 0750 {folder}" in dockerfile
+
+
 @pytest.fixture(scope="module")
 def deploy_instance(tmp_path_factory):
     """deploy/dagster.yaml without its PostgreSQL storage (so no server is needed), as an instance."""
