@@ -228,28 +228,56 @@ def dagster_database() -> Iterator[dict[str, str]]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="module")
-def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
-    home = tmp_path_factory.mktemp("topology")
-    instance = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text("utf-8"))
-    instance["compute_logs"]["config"]["base_dir"] = str(home / "compute-logs")   # compose's shared volume
-    (home / "dagster.yaml").write_text(yaml.safe_dump(instance), "utf-8")
-    ports = {name: free_port() for name in DAGSTER_SERVICES}
-    workspace = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text("utf-8"))
-    workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=ports["codeserver"])
-    (home / "workspace.yaml").write_text(yaml.safe_dump(workspace), "utf-8")
+@dataclass
+class Site:
+    """One installation: its state database, mailbox, Kafka topics and Dagster storage, shared by every
+    host of it (the environment of msgx.env) and the mailbox ids put so far."""
+    env: dict[str, str]
+    state_url: str
+    mailbox_url: str
+    topic: str
+    sent: list[int] = field(default_factory=list)
+
+    def host(self, home: Path) -> Topology:
+        """A host's processes: the instance deploy/dagster.yaml (the runs' logs in ``home``'s shared
+        folder, compose's volume) and deploy/workspace.yaml pointed at this host's code server, on free
+        ports."""
+        instance = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text("utf-8"))
+        instance["compute_logs"]["config"]["base_dir"] = str(home / "compute-logs")
+        (home / "dagster.yaml").write_text(yaml.safe_dump(instance), "utf-8")
+        ports = {name: free_port() for name in DAGSTER_SERVICES}
+        workspace = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text("utf-8"))
+        workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=ports["codeserver"])
+        (home / "workspace.yaml").write_text(yaml.safe_dump(workspace), "utf-8")
+        return Topology(home, {**self.env, "DAGSTER_HOME": str(home), "MSGX_HOME": str(home / "msgx")}, ports,
+                        home / "workspace.yaml",
+                        self.state_url, self.mailbox_url, self.topic, sent=self.sent)
+
+
+@contextmanager
+def installation(pg_dbs, mysql_dbs) -> Iterator[Site]:
+    """Throwaway databases and topics for one installation; DAGSTER_PG_* also set in this process
+    (the tests read the instance)."""
     tag = uuid.uuid4().hex[:8]
     state_url, mailbox_url = pg_dbs.fresh(), mysql_dbs.fresh()
     database = dagster_database()
     dagster_pg = next(database)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MSGX_", "DAGSTER_"))}
-    env.update(dagster_pg, DAGSTER_HOME=str(home), MSGX_DB_URL=state_url, MSGX_MAILBOX_URL=mailbox_url,
-               MSGX_HOME=str(home / "msgx"), MSGX_KAFKA_BOOTSTRAP=KAFKA_BOOTSTRAP,
+    env.update(dagster_pg, MSGX_DB_URL=state_url, MSGX_MAILBOX_URL=mailbox_url, MSGX_KAFKA_BOOTSTRAP=KAFKA_BOOTSTRAP,
                MSGX_TOPIC_MSG=f"msg_{tag}", MSGX_TOPIC_SCHD=f"schd_{tag}")
-    top = Topology(home, env, ports, home / "workspace.yaml", state_url, mailbox_url, f"msg_{tag}")
     with pytest.MonkeyPatch.context() as mp:
         for key, value in dagster_pg.items():
             mp.setenv(key, value)
+        try:
+            yield Site(env, state_url, mailbox_url, f"msg_{tag}")
+        finally:
+            next(database, None)
+
+
+@pytest.fixture(scope="module")
+def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
+    with installation(pg_dbs, mysql_dbs) as site:
+        top = site.host(tmp_path_factory.mktemp("topology"))
         try:
             top.start("codeserver")
             top.wait("the code server answers", top.code_server_answers, START_DEADLINE_S)
@@ -260,7 +288,6 @@ def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
             yield top
         finally:
             top.stop_all()
-            next(database, None)
 
 
 def put(topology: Topology, *flids: str) -> None:
