@@ -105,11 +105,12 @@ def run(command: str, node: str, stale_after_s: float) -> tuple[int, str]:
                     return 1, f"refused: {reason}"
                 if command == "check":
                     return 0, reason
-                if not (claimed is not None and claimed.host == node) \
-                        and not monitoring.claim(conn, CLAIM, host=node, pid=os.getpid(), seen=claimed):
+                from_another = not (claimed is not None and claimed.host == node)
+                if from_another and not monitoring.claim(conn, CLAIM, host=node, pid=os.getpid(), seen=claimed):
                     return 1, ("refused: another host took the daemon over at this very moment; "
                                f"this one ({node}) stays the standby")
-                dead_pump = pump is not None and (seen.pump_age_s or 0) >= stale_after_s
+                # a dead host's sessions only: a daemon restarting on its own host leaves its pump be
+                dead_pump = from_another and pump is not None and (seen.pump_age_s or 0) >= stale_after_s
                 ended = monitoring.end_lock_holder(conn, locks.PUMP) if dead_pump else None
         finally:
             engine.dispose()
