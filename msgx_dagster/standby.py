@@ -37,6 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from msgx_engine.config import ConfigError, Settings
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.lock import MailboxLock
+from msgx_engine.redact import safe_text
 from msgx_engine.store import locks, monitoring
 
 CLAIM = "dagster-daemon"          # msgx's heartbeat row naming the host handed the daemon
@@ -118,7 +119,7 @@ def run(command: str, node: str, stale_after_s: float) -> tuple[int, str]:
         if dead_pump and pump is not None and settings.mailbox_url:
             released += mailbox_lock_released(settings.mailbox_url, f"msgx pump {pump.host} pid {pump.pid}")
     except (ConfigError, SQLAlchemyError, dg.DagsterError) as exc:
-        return 2, f"cannot read the Dagster instance or msgx's database: {type(exc).__name__}: {exc}"
+        return 2, f"cannot read the Dagster instance or msgx's database: {type(exc).__name__}: {safe_text(exc)}"
     return 0, "; ".join([f"takeover: {reason}; the daemon is handed to {node}", *released])
 
 

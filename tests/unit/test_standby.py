@@ -4,9 +4,12 @@ last handed the daemon? The commands are rehearsed end to end in tests/e2e/test_
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from msgx_dagster.standby import MIN_STALE_AFTER_S, STALE_AFTER_S, Sighting, judge, main
+from tests.private_servers import free_port
 
 
 def test_the_limit_leaves_a_live_daemon_several_beats():
@@ -50,3 +53,16 @@ def test_the_limit_is_the_boundary():
     seen = Sighting(daemon_age_s=60, pump_age_s=60, pump_host="a", claimed_by="a")
     assert not judge(Sighting(59, 60, "a", "a"), "b", stale_after_s=60)[0]
     assert judge(seen, "b", stale_after_s=60)[0]
+
+
+def test_unreadable_databases_refuse_with_exit_2_and_no_password(tmp_path, monkeypatch, capsys):
+    """Nothing known is nothing allowed: when msgx's database does not answer, the daemon unit's
+    takeover exits 2 with the reason on one line, the URL's password masked."""
+    for key in [k for k in os.environ if k.startswith("MSGX_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setenv("MSGX_DB_URL", f"postgresql+psycopg://msgx:s3cret@127.0.0.1:{free_port()}/msgx")
+    monkeypatch.setenv("MSGX_MAILBOX_URL", f"mysql+pymysql://msgx:s3cret@127.0.0.1:{free_port()}/mb")
+    assert main(["takeover"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cannot read the Dagster instance or msgx's database: ") and "s3cret" not in err
