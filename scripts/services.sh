@@ -57,13 +57,15 @@ ensure_tansu() {
 }
 
 # promtool (rule checks and unit tests) and the Prometheus server (a real scrape of `msgx serve`)
-# come from Debian's `prometheus` package. Its postinst would start the packaged service through
+# come from Debian's `prometheus` package, amtool and the Alertmanager (the routing tests) from
+# `prometheus-alertmanager`. Their postinst would start the packaged service through
 # invoke-rc.d; a container has no init, and a stray Prometheus on :9090 is not wanted either way,
 # so the install runs behind a policy-rc.d that forbids starting services (the usual container one
 # is kept when present) and any packaged service that started anyway is stopped. Quick no-op when
-# both binaries are already on PATH.
+# all four binaries are already on PATH.
 ensure_promtool() {
-  if command -v promtool >/dev/null && command -v prometheus >/dev/null; then
+  if command -v promtool >/dev/null && command -v prometheus >/dev/null \
+      && command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then
     return 0
   fi
   if [ "$(id -u)" != 0 ]; then
@@ -71,7 +73,7 @@ ensure_promtool() {
     echo "!! promtool/prometheus missing and not root: run 'apt-get install prometheus' first" >&2
     return 0
   fi
-  echo "== installing Debian's prometheus package (promtool and the server for the alert-rule tests)"
+  echo "== installing Debian's prometheus and prometheus-alertmanager packages (promtool, amtool and the servers for the alert tests)"
   local policy=/usr/sbin/policy-rc.d own_policy=0
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\n# temporary, from msgx scripts/services.sh: do not start services\nexit 101\n' >"$policy"
@@ -80,18 +82,21 @@ ensure_promtool() {
   fi
   local rc=0
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      prometheus >/dev/null; } || rc=$?
+      prometheus prometheus-alertmanager >/dev/null; } || rc=$?
   if [ "$own_policy" = 1 ]; then
     rm -f "$policy"
   fi
-  if [ -x /etc/init.d/prometheus ]; then
-    /etc/init.d/prometheus stop >/dev/null 2>&1 || true
-  fi
+  local service
+  for service in prometheus prometheus-alertmanager; do
+    if [ -x "/etc/init.d/$service" ]; then
+      "/etc/init.d/$service" stop >/dev/null 2>&1 || true
+    fi
+  done
   if [ "$rc" != 0 ]; then
-    echo "!! apt-get install prometheus failed ($rc)" >&2
+    echo "!! apt-get install prometheus prometheus-alertmanager failed ($rc)" >&2
     return "$rc"
   fi
-  command -v promtool >/dev/null && command -v prometheus >/dev/null
+  command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null
 }
 
 stop_started() {

@@ -28,6 +28,8 @@ RULE_TESTS = PROMETHEUS_DIR / "msgx-rules.test.yml"
 EXAMPLE_CONFIG = PROMETHEUS_DIR / "prometheus.yml"
 DASHBOARD = REPO / "deploy" / "grafana" / "msgx-dashboard.json"
 RUNBOOK = REPO / "docs" / "runbook.md"
+# Stands for where an installation publishes docs/: the runbook links' one install-time value.
+DOCS_PLACEHOLDER = "https://msgx-docs.invalid"
 
 METRIC = re.compile(r"\bmsgx_[A-Za-z0-9_]+")
 SUFFIXES = ("_bucket", "_sum", "_count", "_total", "_created", "_info")

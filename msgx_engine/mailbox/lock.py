@@ -171,6 +171,37 @@ class MailboxLock:
     def held(self) -> bool:
         return self.conn is not None
 
+    def end_holder(self, label: str) -> tuple[str, bool] | None:
+        """End the mailbox session that holds the lock if it is the one ``label`` names (a pump's
+        ``holder_label``): a warm standby taking over from a dead host, whose session the server
+        keeps until its TCP connection times out (for MySQL, ``wait_timeout``: hours), so no pump
+        could take the lock meanwhile. Who holds it and whether it was ended (it is left alone when
+        it is not ``label``: another installation's pump, or MySQL without ``performance_schema``
+        cannot say), or None when nobody does. Only called once both of that host's heartbeats are past the limit."""
+        with self.engine.connect() as conn:
+            database = conn.execute(text("SELECT DATABASE()" if self.mysql else "SELECT current_database()")).scalar()
+            self.name = _lock_name(str(database or ""))
+            if self.mysql:
+                cid = conn.execute(text("SELECT IS_USED_LOCK(:n)"), {"n": self.name}).scalar()
+                if cid is None:
+                    return None
+                holder = self._mysql_holder(conn)
+                ours = holder.endswith(label)
+                if ours:
+                    conn.execute(text(f"KILL CONNECTION {int(cid)}"))
+                return holder, ours
+            pid = conn.execute(text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 2 "
+                "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "AND classid = :c AND objid = :o"), self._pg_key()).scalar()
+            if pid is None:
+                return None
+            holder = self._pg_holder(conn)
+            ours = holder.startswith(f"{label} ")
+            if ours:
+                conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+            return holder, ours
+
     # --- dialects ----------------------------------------------------------------------------
     def _try(self, conn: Connection) -> bool:
         if self.mysql and wsrep_on(conn):

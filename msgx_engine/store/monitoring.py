@@ -20,7 +20,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, func, select, text, update
+from sqlalchemy import Connection, Insert, Update, func, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.store.tables import IS_WAITING_DEAD, IS_WAITING_UNSUPPORTED, alert_state, heartbeat, proc_state
@@ -54,21 +54,50 @@ def heartbeats(conn: Connection) -> list[Heartbeat]:
     return [Heartbeat(*r) for r in rows]
 
 
+def claim(conn: Connection, component: str, *, host: str, pid: int, seen: Heartbeat | None) -> bool:
+    """Hand ``component`` to ``host`` if its row is still the one the caller read (``seen``; None: no
+    row yet): one compare-and-set statement, so of two hosts claiming from the same sighting one wins
+    and the other gets False. The row's ``started_at`` and ``beat_at`` become the claim's time."""
+    stmt: Insert | Update
+    if seen is None:
+        stmt = pg_insert(heartbeat).values(component=component, pid=pid, host=host, started_at=func.now(),
+                                           beat_at=func.now()).on_conflict_do_nothing()
+    else:
+        stmt = update(heartbeat).where(
+            heartbeat.c.component == component, heartbeat.c.host.is_not_distinct_from(seen.host),
+            heartbeat.c.beat_at == seen.beat_at).values(host=host, pid=pid, started_at=func.now(), beat_at=func.now())
+    return conn.execute(stmt.returning(heartbeat.c.component)).first() is not None
+
+
 def database_now(conn: Connection) -> datetime:
     """PostgreSQL's clock, the one every heartbeat is written with: a heartbeat's age read against
     it owes nothing to the reader's host clock."""
     return conn.execute(select(func.now())).scalar_one()
 
 
+# a bigint key shows as classid = its high 32 bits, objid = its low 32 bits, objsubid = 1
+_ADVISORY_HOLDER = ("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
+                    "AND classid::bigint = :hi AND objid::bigint = :lo "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+
+
 def advisory_lock_held(conn: Connection, key: int) -> bool:
     """True when some session holds the session advisory lock ``key`` (the pump's writer lock):
     the server's view of whether a pump runs, whichever host it runs on."""
-    # a bigint key shows as classid = its high 32 bits, objid = its low 32 bits, objsubid = 1
-    return bool(conn.execute(text(
-        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1 "
-        "AND classid::bigint = :hi AND objid::bigint = :lo "
-        "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()))"),
-        {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).scalar_one())
+    return bool(conn.execute(text(f"SELECT EXISTS ({_ADVISORY_HOLDER})"),
+                             {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).scalar_one())
+
+
+def end_lock_holder(conn: Connection, key: int) -> int | None:
+    """End the session that holds the advisory lock ``key``, if any; its server pid. For a warm
+    standby taking over from a dead host: PostgreSQL keeps that host's session, and the writer lock
+    with it, until its TCP connection times out. Only called once both of that host's heartbeats
+    are past the limit; the guarded writes of a pump that is somehow alive then change nothing (the
+    lock's backend pid is gone)."""
+    pid = conn.execute(text(_ADVISORY_HOLDER), {"hi": key >> 32, "lo": key & 0xFFFFFFFF}).scalar()
+    if pid is not None:
+        conn.execute(text("SELECT pg_terminate_backend(:p)"), {"p": pid})
+    return pid
 
 
 # --- alert state -------------------------------------------------------------------------------

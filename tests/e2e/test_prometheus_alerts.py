@@ -107,7 +107,7 @@ def test_stalled_pump_and_dead_letter_raise_the_shipped_alerts(settings, env_for
             assert drain.returncode == 0, err
             dead = _firing_alert(base, "MsgxDeadLetters")
             assert dead["labels"]["severity"] == "ticket"
-            assert dead["annotations"]["runbook_url"] == "docs/runbook.md#dead-letters"
+            assert dead["annotations"]["runbook_url"] == "https://msgx-docs.invalid/runbook.md#dead-letters"
             assert "1 message(s) ended DEAD" in dead["annotations"]["description"]
 
             groups = api_get(base, "/api/v1/rules")["data"]["groups"]
@@ -123,7 +123,7 @@ def test_stalled_pump_and_dead_letter_raise_the_shipped_alerts(settings, env_for
             assert wait_pending_then_firing(base, "MsgxPipelineStalled")[-2:] == ["pending", "firing"]
             stalled = _firing_alert(base, "MsgxPipelineStalled")
             assert stalled["labels"]["severity"] == "page"
-            assert stalled["annotations"]["runbook_url"] == "docs/runbook.md#pipeline-stalled"
+            assert stalled["annotations"]["runbook_url"] == "https://msgx-docs.invalid/runbook.md#pipeline-stalled"
             assert "5 mailbox row(s) and 0 registered message(s) wait" in stalled["annotations"]["description"]
 
             # no health-check evaluation ever ran here: the monitor's absence is itself an alert

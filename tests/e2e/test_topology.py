@@ -1,13 +1,18 @@
 """The production topology as plain processes (OPS-1, OPS-2): the code server, the daemon and both
 webservers started with the commands of deploy/compose.yaml (only host, port and the workspace path
 rewritten for loopback and free ports), the instance deploy/dagster.yaml (Dagster's storage in a
-throwaway PostgreSQL database) and deploy/workspace.yaml (pointed at the code server's port).
+throwaway PostgreSQL database, the runs' log folder in the test's temporary folder) and
+deploy/workspace.yaml (pointed at the code server's port). As in compose, where each container has
+a filesystem of its own, each process runs in a working directory and DAGSTER_HOME of its own, with
+only the runs' log folder in common (compose's shared volume).
 
 One topology serves every test of the module, in order: the sensor starts the pump through the
 daemon and a message reaches Kafka; a pump run worker killed with SIGKILL is replaced within a
 minute; so is the pump when the code server dies with its run workers and is started again (the
 daemon is not restarted), and the request-tracking run that died with them is failed and replaced
-by its schedule within two minutes; nothing is lost or doubled on the way. The viewers' webserver refuses
+by its schedule within two minutes; nothing is lost or doubled on the way. A run's ALERT line is read
+through the viewers' webserver, which shares no folder with the code server but the runs' logs. The
+viewers' webserver refuses
 launches, terminations and sensor or schedule switches; a launch through the operators' webserver
 is tagged with the user the authenticating proxy names."""
 
@@ -87,10 +92,15 @@ class Topology:
     sent: list[int] = field(default_factory=list)        # every mailbox id the tests put
 
     def start(self, service: str) -> None:
+        """Start a service in a folder of its own (its working directory and DAGSTER_HOME, holding its
+        copy of the instance), as a container of deploy/compose.yaml has."""
         argv = local_command(COMPOSE["services"][service]["command"], self.ports[service], self.workspace)
+        own = self.home / service
+        own.mkdir(exist_ok=True)
+        shutil.copy(self.home / "dagster.yaml", own / "dagster.yaml")
         log = (self.home / f"{service}.log").open("ab")
-        self.procs[service] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
+        self.procs[service] = subprocess.Popen(argv, env={**self.env, "DAGSTER_HOME": str(own)}, cwd=own,
+                                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
     def kill_tree(self, service: str) -> list[int]:
         """SIGKILL a service and every process under it (what a container's end does); their pids."""
@@ -218,26 +228,56 @@ def dagster_database() -> Iterator[dict[str, str]]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-@pytest.fixture(scope="module")
-def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
-    home = tmp_path_factory.mktemp("topology")
-    shutil.copy(REPO / "deploy" / "dagster.yaml", home / "dagster.yaml")
-    ports = {name: free_port() for name in DAGSTER_SERVICES}
-    workspace = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text("utf-8"))
-    workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=ports["codeserver"])
-    (home / "workspace.yaml").write_text(yaml.safe_dump(workspace), "utf-8")
+@dataclass
+class Site:
+    """One installation: its state database, mailbox, Kafka topics and Dagster storage, shared by every
+    host of it (the environment of msgx.env) and the mailbox ids put so far."""
+    env: dict[str, str]
+    state_url: str
+    mailbox_url: str
+    topic: str
+    sent: list[int] = field(default_factory=list)
+
+    def host(self, home: Path) -> Topology:
+        """A host's processes: the instance deploy/dagster.yaml (the runs' logs in ``home``'s shared
+        folder, compose's volume) and deploy/workspace.yaml pointed at this host's code server, on free
+        ports."""
+        instance = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text("utf-8"))
+        instance["compute_logs"]["config"]["base_dir"] = str(home / "compute-logs")
+        (home / "dagster.yaml").write_text(yaml.safe_dump(instance), "utf-8")
+        ports = {name: free_port() for name in DAGSTER_SERVICES}
+        workspace = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text("utf-8"))
+        workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=ports["codeserver"])
+        (home / "workspace.yaml").write_text(yaml.safe_dump(workspace), "utf-8")
+        return Topology(home, {**self.env, "DAGSTER_HOME": str(home), "MSGX_HOME": str(home / "msgx")}, ports,
+                        home / "workspace.yaml",
+                        self.state_url, self.mailbox_url, self.topic, sent=self.sent)
+
+
+@contextmanager
+def installation(pg_dbs, mysql_dbs) -> Iterator[Site]:
+    """Throwaway databases and topics for one installation; DAGSTER_PG_* also set in this process
+    (the tests read the instance)."""
     tag = uuid.uuid4().hex[:8]
     state_url, mailbox_url = pg_dbs.fresh(), mysql_dbs.fresh()
     database = dagster_database()
     dagster_pg = next(database)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MSGX_", "DAGSTER_"))}
-    env.update(dagster_pg, DAGSTER_HOME=str(home), MSGX_DB_URL=state_url, MSGX_MAILBOX_URL=mailbox_url,
-               MSGX_HOME=str(home / "msgx"), MSGX_KAFKA_BOOTSTRAP=KAFKA_BOOTSTRAP,
+    env.update(dagster_pg, MSGX_DB_URL=state_url, MSGX_MAILBOX_URL=mailbox_url, MSGX_KAFKA_BOOTSTRAP=KAFKA_BOOTSTRAP,
                MSGX_TOPIC_MSG=f"msg_{tag}", MSGX_TOPIC_SCHD=f"schd_{tag}")
-    top = Topology(home, env, ports, home / "workspace.yaml", state_url, mailbox_url, f"msg_{tag}")
     with pytest.MonkeyPatch.context() as mp:
         for key, value in dagster_pg.items():
             mp.setenv(key, value)
+        try:
+            yield Site(env, state_url, mailbox_url, f"msg_{tag}")
+        finally:
+            next(database, None)
+
+
+@pytest.fixture(scope="module")
+def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
+    with installation(pg_dbs, mysql_dbs) as site:
+        top = site.host(tmp_path_factory.mktemp("topology"))
         try:
             top.start("codeserver")
             top.wait("the code server answers", top.code_server_answers, START_DEADLINE_S)
@@ -248,7 +288,6 @@ def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
             yield top
         finally:
             top.stop_all()
-            next(database, None)
 
 
 def put(topology: Topology, *flids: str) -> None:
@@ -300,6 +339,47 @@ def test_sensor_starts_the_pump_through_the_daemon_and_a_message_reaches_kafka(t
     [run] = [r for r in topology.pump_runs(dg.DagsterRunStatus.STARTED) if r.run_id == run_id]
     assert run.tags["msgx/launched_by"] == "sensor:inbox_sensor"
     assert int(run.tags["dagster/max_runtime"]) > 1800
+
+
+CAPTURED = """query($id: ID!, $after: String) { logsForRun(runId: $id, afterCursor: $after) { __typename
+  ... on EventConnection { cursor hasMore events { __typename ... on LogsCapturedEvent { fileKey } } } } }"""
+LOG_TEXT = """query($key: [String!]!) { capturedLogs(logKey: $key) { stdout stderr } }"""
+
+
+def captured_output(topology: Topology, service: str, run_id: str) -> str:
+    """A run's captured stdout and stderr as the Dagster UI's log tabs show them: the run's
+    LogsCaptured events name the files, capturedLogs reads them, all through ``service``'s GraphQL."""
+    keys, after = [], None
+    while True:
+        page = topology.graphql(service, CAPTURED, {"id": run_id, "after": after})["data"]["logsForRun"]
+        keys += [e["fileKey"] for e in page["events"] if e["__typename"] == "LogsCapturedEvent"]
+        if not page["hasMore"]:
+            break
+        after = page["cursor"]
+    texts = [topology.graphql(service, LOG_TEXT, {"key": [run_id, "compute_logs", key]})["data"]["capturedLogs"]
+             for key in keys]
+    return "\n".join((t["stdout"] or "") + (t["stderr"] or "") for t in texts)
+
+
+def test_a_runs_alert_line_is_read_through_a_webserver_sharing_only_the_log_folder(topology):
+    """OPS-2: a malformed message ends DEAD and the pump writes `ALERT dead letter: mailbox id N` to
+    its run's stderr; the viewers' webserver, in another working directory and DAGSTER_HOME than the
+    code server that started the run (another container, in compose), shows that line in the run's
+    log, read through its GraphQL API as the UI does. Before the instance named a shared log folder,
+    each process kept the logs under its own DAGSTER_HOME and that tab was empty."""
+    pump = topology.wait("a pump run holds the writer lock", topology.running_pump, START_DEADLINE_S)
+    mailbox = Mailbox(topology.mailbox_url)
+    try:
+        bad = mailbox.put("<MSG><META>")
+    finally:
+        mailbox.dispose()
+    line = f"ALERT dead letter: mailbox id {bad} "
+    view = "webserver-viewers"
+    assert Path(topology.procs[view].args[0]).name == "dagster-webserver"
+    text = topology.wait(f"{line!r} in the pump run's log, read through {view}",
+                         lambda: line in (out := captured_output(topology, view, pump)) and out,
+                         BACK_WITHIN_S)
+    assert line in text
 
 
 LOCATION = {"repositoryLocationName": "msgx", "repositoryName": "__repository__"}

@@ -9,6 +9,7 @@ virtualenv (the directory of the running Python), then lets systemd load the cop
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -52,11 +53,12 @@ def verify(unit_dir: Path, *names: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_units_pass_systemd_analyze_verify(unit_dir):
-    """OPS-1: the five services and msgx.target load without a single complaint from systemd: every
+    """OPS-1: the five services, msgx.target and msgx-standby.target load without a single complaint
+    from systemd: every
     directive known and well-formed (hardening included), every executable present, the ordering
     consistent; and verify does complain about a misspelt directive in the shared drop-in."""
     assert len(SERVICES) == 5
-    result = verify(unit_dir, "msgx.target", *SERVICES)
+    result = verify(unit_dir, "msgx.target", "msgx-standby.target", *SERVICES)
     assert (result.returncode, result.stdout + result.stderr) == (0, "")
     dropin = unit_dir / "msgx-.service.d" / "10-common.conf"
     dropin.write_text(dropin.read_text("utf-8").replace("ProtectSystem=strict", "ProtectSystm=strict"), "utf-8")
@@ -78,8 +80,8 @@ def test_every_service_is_hardened(unit_dir):
 def test_start_order_and_settings():
     """OPS-1, OPS-2: the daemon and both webservers start after the code server (which counts as
     started only once it answers), every service reads the settings file and runs as the msgx user
-    (one drop-in for all), the operators' webserver listens on loopback only and the viewers' one is
-    read-only, and no secret is on a command line."""
+    (one drop-in for all), both webservers listen on loopback only (behind the authenticating
+    proxy) and the viewers' one is read-only, and no secret is on a command line."""
     for name in AFTER_CODE_SERVER:
         text = (UNITS / name).read_text("utf-8")
         assert re.search(r"^After=.*\bmsgx-code-server\.service\b", text, re.M), name
@@ -93,7 +95,7 @@ def test_start_order_and_settings():
     commands = {name: re.findall(r"^ExecStart=(.+)$", (UNITS / name).read_text("utf-8"), re.M)
                 for name in SERVICES}
     assert "--host 127.0.0.1 --port 3000" in commands["msgx-webserver.service"][0]
-    assert "--read-only" in commands["msgx-webserver-readonly.service"][0]
+    assert "--read-only --host 127.0.0.1 --port 3001" in commands["msgx-webserver-readonly.service"][0]
     for name, lines in commands.items():
         assert not re.search(r"(?i)(password|token|://[^ ]*@)", " ".join(lines)), name
 
@@ -119,3 +121,21 @@ def test_sysusers_file_creates_the_user_the_units_run_as(tmp_path):
     assert [(u[0], u[5], u[6]) for u in users] == [(user.group(1), "/var/lib/msgx", "/usr/sbin/nologin")]
     assert groups == [user.group(1)]
     assert "StateDirectory=msgx" in drop_in
+
+
+def test_the_standby_runs_everything_but_the_daemon_and_the_daemon_is_fenced():
+    """OPS-1: msgx-standby.target (a warm standby) starts every service but the Dagster daemon, and
+    gives way to msgx.target; the daemon unit runs the standby fence before it starts, with the very
+    module the installed virtualenv has, so a second daemon on the instance refuses and says why."""
+    def wants(name: str) -> set[str]:
+        text = (UNITS / name).read_text("utf-8")
+        return {unit for line in re.findall(r"^Wants=(.+)$", text, re.M) for unit in line.split()}
+    assert wants("msgx.target") - wants("msgx-standby.target") == {"msgx-daemon.service"}
+    assert wants("msgx-standby.target") == set(SERVICES) - {"msgx-daemon.service"}
+    standby = (UNITS / "msgx-standby.target").read_text("utf-8")
+    assert re.search(r"^Conflicts=msgx\.target$", standby, re.M)
+    daemon = (UNITS / "msgx-daemon.service").read_text("utf-8")
+    [fence] = re.findall(r"^ExecStartPre=(.+)$", daemon, re.M)
+    assert fence.split() == [f"{INSTALLED_BIN}python", "-m", "msgx_dagster.standby", "takeover"]
+    module = importlib.util.find_spec(fence.split()[2])
+    assert module is not None and module.origin is not None

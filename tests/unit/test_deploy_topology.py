@@ -53,10 +53,12 @@ def test_every_service_runs_the_one_image_with_the_same_environment():
         assert f"./dagster.yaml:{home}/dagster.yaml:ro" in service["volumes"], name
 
 
-def test_operators_webserver_is_published_on_loopback_only_and_viewers_are_read_only():
-    """OPS-2: the operators' UI is reachable on the host's loopback alone (the authenticating proxy
-    sits there); the viewers' UI runs --read-only; the API binds publicly only with its token."""
-    assert all(p.startswith("127.0.0.1:") for p in SERVICES["webserver-operators"]["ports"])
+def test_both_webservers_are_published_on_loopback_only_and_viewers_are_read_only():
+    """OPS-2: the operators' and the viewers' UI are reachable on the host's loopback alone (the
+    authenticating proxy sits there: read-only still shows every run's logs); the viewers' UI runs
+    --read-only; the API binds publicly only with its token."""
+    for name in ("webserver-operators", "webserver-viewers"):
+        assert SERVICES[name]["ports"] and all(p.startswith("127.0.0.1:") for p in SERVICES[name]["ports"]), name
     assert "--read-only" in SERVICES["webserver-viewers"]["command"]
     assert "--read-only" not in SERVICES["webserver-operators"]["command"]
     assert all(p.startswith("127.0.0.1:") for p in SERVICES["api"]["ports"])
@@ -76,6 +78,27 @@ def test_workspace_loads_msgx_from_the_code_server_of_the_compose_file():
     assert server["location_name"] == option(code, "--location-name")
     for name in ("daemon", "webserver-operators", "webserver-viewers"):
         assert option(SERVICES[name]["command"], "--workspace") == "/etc/msgx/workspace.yaml", name
+
+
+def test_every_process_reads_the_runs_logs_from_one_folder():
+    """OPS-2: the instance keeps the runs' captured output in one absolute folder; in compose every
+    service mounts the same named volume there (each container has a filesystem of its own), and on
+    one host every systemd unit has it as a state directory, so every webserver reads what the code
+    server's run workers wrote. tests/e2e/test_topology.py reads a run's ALERT line through a
+    webserver that shares no other folder with the code server."""
+    logs = yaml.safe_load((DEPLOY / "dagster.yaml").read_text("utf-8"))["compute_logs"]
+    assert logs["class"] == "LocalComputeLogManager"
+    folder = logs["config"]["base_dir"]
+    assert folder.startswith("/")
+    for name, service in SERVICES.items():
+        mounts = [v.split(":") for v in service["volumes"]]
+        assert [m[0] for m in mounts if m[1] == folder] == ["compute-logs"], name
+    assert "compute-logs" in COMPOSE["volumes"]
+    common = (DEPLOY / "systemd" / "msgx-.service.d" / "10-common.conf").read_text("utf-8")
+    [dirs] = [line.split("=", 1)[1].split() for line in common.splitlines() if line.startswith("StateDirectory=")]
+    assert folder.removeprefix("/var/lib/") in dirs
+    dockerfile = (DEPLOY / "Dockerfile").read_text("utf-8")
+    assert f"install -d -o msgx -g msgx -m 0750 {folder}" in dockerfile
 
 
 @pytest.fixture(scope="module")

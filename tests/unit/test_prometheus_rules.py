@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from tests.prometheus_support import (
+    DOCS_PLACEHOLDER,
     EXAMPLE_CONFIG,
     PROMETHEUS_DIR,
     RULE_TESTS,
@@ -82,11 +83,35 @@ def test_each_rule_has_severity_texts_and_its_runbook_section() -> None:
     for name, rule in found.items():
         assert rule["labels"]["severity"] in {"page", "ticket"}, name
         notes = rule["annotations"]
-        assert notes["runbook_url"] == f"docs/runbook.md#{EXPECTED[name]}", name
+        assert notes["runbook_url"] == f"{DOCS_PLACEHOLDER}/runbook.md#{EXPECTED[name]}", name
         for key in ("summary", "description"):
             assert notes[key].strip(), (name, key)
             assert not INTERNAL_ID.search(notes[key]), (name, key, INTERNAL_ID.search(notes[key]))
         assert "msgx status" in notes["description"], name
+
+
+def test_the_documented_install_line_makes_every_runbook_link_absolute(tmp_path) -> None:
+    """The install step of deploy/prometheus/README.md, run as written with one value for where the
+    docs are published, turns every `runbook_url` into an absolute link to the alert's runbook
+    section under that address; nothing of the placeholder is left, and promtool accepts the result."""
+    readme = (PROMETHEUS_DIR / "README.md").read_text("utf-8")
+    section = readme[readme.index("## Runbook links"):]
+    block = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert block, "the README's install step is missing"
+    script = block.group(1).replace("/etc/prometheus/", f"{tmp_path}/")
+    assert "/etc/" not in script
+    done = subprocess.run(["bash", "-euc", script], cwd=PROMETHEUS_DIR, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    docs = re.search(r"^DOCS=(\S+)$", script, re.M)
+    assert docs and docs.group(1).startswith("https://")
+    installed = tmp_path / RULES.name
+    text = installed.read_text("utf-8")
+    assert DOCS_PLACEHOLDER not in text
+    urls = {r["alert"]: r["annotations"]["runbook_url"]
+            for g in yaml.safe_load(text)["groups"] for r in g["rules"]}
+    assert urls == {name: f"{docs.group(1)}/runbook.md#{anchor}" for name, anchor in EXPECTED.items()}
+    checked = _promtool("check", "rules", str(installed))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def test_runbook_has_a_section_for_every_rule() -> None:
