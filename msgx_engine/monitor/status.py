@@ -42,7 +42,7 @@ FIRST_COMMAND: dict[str, str] = {
     names.DEAD_LETTERS: "msgx replay --status DEAD",
     names.DELIVERY_BACKLOG: "msgx outbox",
     names.PROJECTION_DRIFT: "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job",
-    names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --reason unsupported",
+    names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --select-reason unsupported",
     names.REQUEST_TIMEOUTS: "msgx request track",
     names.PIPELINE_LIVENESS: "dagster sensor list -m msgx_dagster.definitions",
     names.STAND_MAPPING: "msgx request rqrd ABDG",
@@ -55,6 +55,12 @@ class StateUnreachable(Exception):
 
 # checks whose runbook section is named after the symptom rather than the check
 RUNBOOK_SECTIONS = {names.PIPELINE_LIVENESS: "pipeline-stalled"}
+
+# pipeline_liveness failing because the mailbox does not answer: no pump or sensor is at fault, so
+# the mailbox's own section and its first command (the runbook's, after `msgx status` itself)
+MAILBOX_SECTION = "mailbox-unreachable"
+MAILBOX_COMMAND = ('mysql -h MAILBOX_HOST -P 3306 -u MAILBOX_USER -p -e "SELECT MAX(CMINMSGS_ID) FROM cminmsgs" '
+                   "aodbinterface")
 
 
 def anchor(check_name: str) -> str:
@@ -133,8 +139,11 @@ def check_line(r: CheckResult, head_id: int | None) -> CheckLine:
     command = FIRST_COMMAND.get(r.name) if not r.passed else None
     if command is not None:
         command = command.format(head=head_id if head_id is not None else "ID")
+    section = anchor(r.name)
+    if r.name == names.PIPELINE_LIVENESS and not r.passed and "mailbox_error" in r.metadata:
+        command, section = MAILBOX_COMMAND, MAILBOX_SECTION
     return CheckLine(r.name, state, "warn" if r.warn_only else "error", r.summary, r.value, command,
-                     f"{RUNBOOK}#{anchor(r.name)}")
+                     f"{RUNBOOK}#{section}")
 
 
 def _first_line(exc: BaseException) -> str:

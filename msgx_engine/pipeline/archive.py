@@ -106,7 +106,7 @@ class ArchiveReport:
         if unsupported:
             out.append(f"kept {unsupported} message(s) of a type this version does not handle (skipped as "
                        "unsupported) that wait for an operator: replay or acknowledge them first "
-                       "(msgx replay --status SKIPPED --reason unsupported shows them)")
+                       "(msgx replay --status SKIPPED --select-reason unsupported shows them)")
         return out
 
 
