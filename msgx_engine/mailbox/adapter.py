@@ -26,7 +26,7 @@ from sqlalchemy import CursorResult, Engine, LargeBinary, case, cast, func, insp
 from sqlalchemy.sql.elements import ColumnElement
 
 from msgx_engine.config import ConfigError
-from msgx_engine.db import make_engine
+from msgx_engine.db import make_engine, server_address
 from msgx_engine.mailbox.tables import cminmsgs, coutmsgs, mailbox_metadata
 
 RECEIVED_STATUS = "VALID"
@@ -85,6 +85,11 @@ class Mailbox:
         self.url = url
         self.engine = engine or make_engine(url, autocommit=True, pool_size=2)
         self.read_only = read_only
+
+    @property
+    def where(self) -> str:
+        """The mailbox server as a log line names it: host and port, never the credentials."""
+        return server_address(self.engine)
 
     def _writable(self, what: str) -> None:
         if self.read_only:

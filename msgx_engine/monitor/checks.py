@@ -88,8 +88,14 @@ def ago(seconds: float) -> str:
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """At most ``limit`` characters, cut between words: a FLID or an id is shown whole or not at all
+    (a cut "flight 2612070" names another flight)."""
     flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit - 2]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut) + " …"
 
 
 # --- liveness (shared with /metrics) ---------------------------------------------------------------

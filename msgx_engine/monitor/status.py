@@ -25,7 +25,7 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor import names
 from msgx_engine.monitor.checks import CheckResult, Drift, evaluate
 from msgx_engine.monitor.figures import Figures, figures
-from msgx_engine.redact import redact_urls
+from msgx_engine.redact import first_line
 from msgx_engine.sis.times import LOCAL_TZ
 from msgx_engine.store import migrate, overview
 from msgx_engine.store.monitoring import PUMP
@@ -146,11 +146,6 @@ def check_line(r: CheckResult, head_id: int | None) -> CheckLine:
                      f"{RUNBOOK}#{section}")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return redact_urls(f"{exc.__class__.__name__}: {text[0] if text else ''}".rstrip(": "))[:300]
-
-
 def read_state(engine: Engine, mailbox: Mailbox | None) -> Figures:
     """The monitor's figures, or ``StateUnreachable`` with a one-line reason."""
     try:
@@ -160,7 +155,7 @@ def read_state(engine: Engine, mailbox: Mailbox | None) -> Figures:
                 f"{migrate.head_revision()!r}: run `msgx db upgrade`")
         return figures(engine, mailbox)
     except SQLAlchemyError as exc:
-        raise StateUnreachable(f"state database unreachable: {_first_line(exc)}") from exc
+        raise StateUnreachable(f"state database unreachable: {first_line(exc)}") from exc
 
 
 def measure_drift(probe: Callable[[], Drift | None] | None) -> Drift | None:
@@ -171,7 +166,7 @@ def measure_drift(probe: Callable[[], Drift | None] | None) -> Drift | None:
     try:
         return probe()
     except Exception as exc:  # noqa: BLE001 - any Redis failure is reported, never raised
-        return Drift(total=0, error=_first_line(exc))
+        return Drift(total=0, error=first_line(exc))
 
 
 def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
@@ -187,7 +182,7 @@ def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
             topics = overview.outbox_by_topic(conn)
             snapshots = overview.latest_snapshots(conn, since)
     except SQLAlchemyError as exc:
-        raise StateUnreachable(f"state database unreachable: {_first_line(exc)}") from exc
+        raise StateUnreachable(f"state database unreachable: {first_line(exc)}") from exc
     beat = f.heartbeat(PUMP)
     pump = Pump(f.pump_lock_held, beat.beat_at if beat else None, f.age_s(beat.beat_at) if beat else None,
                 beat.started_at if beat else None, beat.host if beat else None, beat.pid if beat else None)

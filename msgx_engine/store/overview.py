@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from msgx_engine.store.status import REPLAYABLE_DEAD
 from msgx_engine.store.tables import IS_WAITING_DEAD, msg_event, proc_state, schd_gen_run
 
-ERROR_EXCERPT_CHARS = 120
+ERROR_EXCERPT_CHARS = 240      # read; the check's text cuts it again, between words (monitor.checks.excerpt)
 
 
 @dataclass(frozen=True)

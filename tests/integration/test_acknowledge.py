@@ -121,7 +121,8 @@ def test_acknowledge_without_operator_or_reason_is_a_usage_error(app, cli_run):
 
 
 def test_replay_clears_the_acknowledgement(app, clock, fault, cli_run):
-    """OPS-2, US-10 AC2/AC3: acknowledging a replayable DEAD(exhausted) message is refused (exit 2,
+    """OPS-2, US-10 AC2/AC3: a message that decoded and then ran out of retries keeps its TYPE/STYP;
+    acknowledging a replayable DEAD(exhausted) message is refused (exit 2,
     nothing changed, audited, the reason and the replay preview named) unless the operator gives
     --even-if-replayable; an acknowledged one may still be replayed, the replay clears its
     acknowledgement (it is open again, and dead again it would wait anew) and it then succeeds."""
@@ -132,7 +133,8 @@ def test_replay_clears_the_acknowledgement(app, clock, fault, cli_run):
     before = state_rows(app)
     code, out, err = cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "pasted from status")
     assert code == 2, (out, err)
-    assert f"mailbox id {m}: DEAD(exhausted)" in err and "replayable once its cause is fixed" in err
+    assert f"mailbox id {m}: DEAD(exhausted) FLOP/GTDT" in err and "replayable once its cause is fixed" in err
+    assert (proc(app, m).msg_type, proc(app, m).msg_styp) == ("FLOP", "GTDT")   # decoded, then failed: not ?/?
     assert f"msgx replay --ids {m}" in err and "--even-if-replayable" in err and "nothing acknowledged" in err
     assert state_rows(app) == before and waiting_dead(app) == [m]
     [(entry, _)] = audits(app, "acknowledge")

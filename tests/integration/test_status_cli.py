@@ -157,14 +157,17 @@ def test_state_schema_behind_exits_2_saying_to_upgrade(pg_dbs, env_for):
 
 def test_mailbox_unreachable_alone_is_a_failing_check(app, env_for, samples):
     """The mailbox at a closed port while the state database answers: exit 1 (not 2); the
-    liveness check fails saying the mailbox cannot be read, and the backlog says it did not answer."""
+    liveness check fails saying the mailbox cannot be read and points to the runbook's "Mailbox
+    unreachable" section and a query of the mailbox (not "Pipeline stalled"), and the backlog says it
+    did not answer."""
     load_stand_mapping(app, samples)
     code, out, err, took = status(env_for(MSGX_MAILBOX_URL="mysql+pymysql://root@127.0.0.1:1/none"), "--json")
     assert code == 1, out + err
     doc = json.loads(out)
     liveness = {c["name"]: c for c in doc["checks"]}["pipeline_liveness"]
     assert liveness["state"] == "FAILING" and "mailbox cannot be read" in liveness["cause"]
-    assert liveness["runbook"] == "docs/runbook.md#pipeline-stalled"
+    assert liveness["runbook"] == "docs/runbook.md#mailbox-unreachable"
+    assert liveness["first_command"].startswith("mysql -h MAILBOX_HOST")
     assert doc["backlog"]["mailbox_up"] is False and doc["backlog"]["unregistered_rows"] is None
     assert doc["backlog"]["mailbox_error"]
     assert took < 20
