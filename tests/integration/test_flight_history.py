@@ -8,6 +8,7 @@ version; delivery states come from the outbox's send columns."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from sqlalchemy import text
 from starlette.testclient import TestClient
@@ -15,6 +16,8 @@ from starlette.testclient import TestClient
 from msgx_engine.http.app import create_app
 from tests.builders import flop, gtdt
 from tests.pipeline_support import drain_now, proc
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
 
 
 def test_history_lists_each_version_with_its_message_fields_and_delivery(app, cli_run):
@@ -78,3 +81,29 @@ def test_history_lists_each_version_with_its_message_fields_and_delivery(app, cl
     assert missing.status_code == 404 and missing.json()["err_code"] == "unknown_flight"
     code, out, err = cli_run("history", "NOPE")
     assert code == 2 and "no version of flight NOPE" in err
+
+
+def test_the_example_messages_do_what_their_page_says(app, cli_run):
+    """US-02, US-12: docs/examples/README.md's commands, literally: `msgx mailbox put` of the three
+    files and `msgx pump --drain`, then `msgx history 2612059001` shows gate B7, stand 215 and the
+    cancellation as versions 1-3; `POST /cminmsgs/send` of a file answers its new mailbox id, and
+    the repeat is processed as a duplicate."""
+    page = (EXAMPLES / "README.md").read_text()
+    files = [EXAMPLES / name for name in ("flop-gtdt.xml", "flop-stnd.xml", "flop-cncl.xml")]
+    assert all(f"docs/examples/{f.name}" in page for f in files)
+    code, out, err = cli_run("mailbox", "put", *map(str, files))
+    assert code == 0 and "inserted 3 message(s)" in out, err
+    assert cli_run("pump", "--drain")[0] == 0
+    code, out, err = cli_run("history", "2612059001", "--json")
+    assert code == 0, err
+    changes = json.loads(out)["changes"]
+    assert [(c["state_version"], c["styp"], c["what"]) for c in changes] == [
+        (1, "GTDT", "created"), (2, "STND", "changed"), (3, "CNCL", "changed")]
+    assert "STND" in changes[1]["fields"] and changes[2]["fields"] == ["CNCL"]
+
+    client = TestClient(create_app(mailbox=app.mailbox, engine=app.engine))
+    resp = client.post("/cminmsgs/send", content=files[0].read_bytes(), headers={"Content-Type": "text/xml"})
+    assert resp.status_code == 200 and resp.json()["is_success"] is True
+    again = resp.json()["body"]
+    drain_now(app)
+    assert (proc(app, again).status, proc(app, again).reason) == ("SKIPPED", "duplicate")
