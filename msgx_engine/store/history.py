@@ -28,7 +28,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, select, union_all
 
-from msgx_engine.store.archive import HOUSEKEEPING_MSG_ID   # events msgx wrote on its own (a retired flight)
+from msgx_engine.store.archive import HOUSEKEEPING_MSG_ID  # events msgx wrote on its own (a retired flight)
 from msgx_engine.store.tables import msg_event, msg_event_archive, proc_state, proc_state_archive
 
 IGNORED_KEYS = frozenset({"STATE_VERSION"})
