@@ -169,6 +169,20 @@ def measure_drift(probe: Callable[[], Drift | None] | None) -> Drift | None:
         return Drift(total=0, error=first_line(exc))
 
 
+def with_kinds(letters: list[DeadLetter], mailbox: Mailbox | None) -> list[DeadLetter]:
+    """Dead letters whose body could not be decoded have no TYPE/STYP of their own: take them from
+    their mailbox rows (one read of at most the listed ids; a mailbox that fails leaves them ?/?)."""
+    unknown = [d.msg_id for d in letters if d.msg_type is None]
+    if not unknown or mailbox is None:
+        return letters
+    try:
+        kinds = mailbox.kinds(unknown)
+    except SQLAlchemyError:
+        return letters
+    return [replace(d, msg_type=kinds[d.msg_id][0], msg_styp=kinds[d.msg_id][1])
+            if d.msg_type is None and d.msg_id in kinds else d for d in letters]
+
+
 def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
            drift_probe: Callable[[], Drift | None] | None = None, kafka_configured: bool = True) -> StatusReport:
     """Read everything ``msgx status`` shows. ``drift_probe``: the projection comparison, given only
@@ -199,6 +213,7 @@ def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
         projection = Projection(configured=True, measured=drift.error is None,
                                 differing=drift.total if drift.error is None else None, error=drift.error)
     checks = [check_line(r, f.head_id) for r in evaluate(f, drift)]
+    letters = with_kinds(list(f.dead_letters), mailbox if f.mailbox_up else None)
     return StatusReport(now=f.now, mode=mode, checks=checks, backlog=backlog, pump=pump,
-                        dead_letters_waiting=f.dead, dead_letters=list(f.dead_letters), outbox=topics,
+                        dead_letters_waiting=f.dead, dead_letters=letters, outbox=topics,
                         snapshots=snapshots, live_since=since, projection=projection)

@@ -184,3 +184,15 @@ def test_a_configured_redis_that_does_not_answer_is_drift_not_measured(env_for):
     drift = {c["name"]: c for c in doc["checks"]}["projection_drift"]
     assert drift["state"] == "FAILING" and "not measured" in drift["cause"]
     assert drift["first_command"] == "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job"
+
+
+def test_an_undecodable_dead_letter_shows_the_type_its_mailbox_row_states(app, env_for):
+    """OPS-2: a body that cannot be decoded leaves msgx no TYPE/STYP of its own; `msgx status` takes
+    them from the mailbox row's TYPE and SUBTYPE columns (filled as the AODB adapter does), so the
+    dead letter shows FLOP/CNCL rather than ?/?."""
+    [broken] = drain(app, "<MSG><META><SNDR>AODB</SNDR><TYPE>FLOP</TYPE><STYP>CNCL</STYP></META><FLOP>")
+    assert app.mailbox.kinds([broken]) == {broken: ("FLOP", "CNCL")}
+    code, out, err, _ = status(env_for(), "--json")
+    assert code == 1, out + err
+    [letter] = json.loads(out)["dead_letters"]["oldest"]
+    assert (letter["msg_id"], letter["type"], letter["styp"], letter["reason"]) == (broken, "FLOP", "CNCL", "malformed")
