@@ -53,8 +53,8 @@ DESCRIPTIONS: dict[str, str] = {
         "(`redis-cli -u $MSGX_REDIS_URL ping`), then launch projection_rebuild_job."),
     names.UNSUPPORTED_TYPES: (
         f"Fails when a message of a type msgx does not support arrived less than {UNSUPPORTED_WINDOW.words} "
-        "ago; the result names the TYPE-STYP. First run `msgx replay --status SKIPPED --reason unsupported` to "
-        "preview them; replay once the type is supported, or acknowledge them."),
+        "ago; the result names the TYPE-STYP. First run `msgx replay --status SKIPPED --select-reason "
+        "unsupported` to preview them; replay once the type is supported, or acknowledge them."),
     names.REQUEST_TIMEOUTS: (
         "Fails when the newest request of some kind to the AODB (day plan, reference data) timed out "
         "unanswered; it clears when a later one is answered. First run `msgx status`, then ask the AODB side "

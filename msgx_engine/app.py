@@ -62,7 +62,7 @@ class App:
         try:
             self.mailbox.check_schema()
         except SQLAlchemyError as exc:
-            raise ConfigError(f"mailbox unreachable: {exc.__class__.__name__}: {exc}") from exc
+            raise ConfigError(f"mailbox {self.mailbox.where} unreachable: {exc.__class__.__name__}: {exc}") from exc
         except MailboxError as exc:
             raise ConfigError(str(exc)) from exc
 

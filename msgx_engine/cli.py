@@ -141,6 +141,30 @@ def cmd_flights(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_history(args: argparse.Namespace) -> int:
+    """A flight's versions, oldest first: the message behind each, the fields it changed, and
+    whether its events reached Kafka and Redis (``store/history.py``). Exit 2: no such flight."""
+    from msgx_engine.store.history import flight_history, history_lines
+
+    app = _app()
+    try:
+        with app.engine.connect() as conn:
+            changes = flight_history(conn, args.flid)
+    finally:
+        app.dispose()
+    kafka, redis = bool(app.settings.kafka_bootstrap), bool(app.settings.redis_url)
+    if not changes:
+        print(f"msgx history: msgx has written no version of flight {args.flid} (not a FLID it has seen, or "
+              "archived and purged)", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"flid": args.flid, "changes": [
+            c.as_json(kafka_configured=kafka, redis_configured=redis) for c in changes]}, ensure_ascii=False, indent=1))
+    else:
+        print("\n".join(history_lines(args.flid, changes, kafka_configured=kafka, redis_configured=redis)))
+    return 0
+
+
 def cmd_snapshot_report(args: argparse.Namespace) -> int:
     """The reconciliation reports as a JSON list, oldest first (``[]`` when there is none)."""
     from msgx_engine.store.ledger import read_reports
@@ -304,14 +328,11 @@ def _ids(values: list[str] | None) -> tuple[int, ...]:
 
 
 def replay_selection(args: argparse.Namespace, now):
-    """The selection of ``msgx replay``. With --apply, --reason is the operator's reason and a
-    selection by failure reason is written --select-reason; in a preview --reason selects."""
+    """The selection of ``msgx replay``: by failure reason with --select-reason; --reason is only
+    the operator's audit text of an --apply, never a filter."""
     from msgx_engine.store.queue import Selection
 
-    reasons = list(args.select_reason or [])
-    if not args.apply:
-        reasons += list(args.reason or [])
-    return Selection(ids=_ids(args.ids), statuses=tuple(args.status or ()), reasons=tuple(reasons),
+    return Selection(ids=_ids(args.ids), statuses=tuple(args.status or ()), reasons=tuple(args.select_reason or ()),
                      since=_when("--since", args.since, now), until=_when("--until", args.until, now))
 
 
@@ -321,9 +342,13 @@ def cmd_replay(args: argparse.Namespace) -> int:
     app = _app()
     try:
         now = app.clock.now()
+        if not args.apply and args.reason is not None:
+            print("msgx replay: --reason is the audit text of --apply; a preview selects by failure reason with "
+                  "--select-reason (for example --select-reason unsupported)", file=sys.stderr)
+            return 2
         sel = replay_selection(args, now)
         if sel.empty:
-            print("msgx replay: a selection is required (--ids, --status, --reason, --since/--until); "
+            print("msgx replay: a selection is required (--ids, --status, --select-reason, --since/--until); "
                   "there is no replay of everything", file=sys.stderr)
             return 2
         replayer = Replayer(app.engine, app.mailbox, max_body_bytes=app.settings.max_body_bytes)
@@ -336,11 +361,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
                 print(f"to replay: msgx replay --ids {shown} --apply --operator NAME --reason TEXT"
                       + (" --force-stale REASON" if report.stale else ""))
             return 0
-        if not args.operator or len(args.reason or []) != 1:
-            print("msgx replay: --apply needs --operator NAME and exactly one --reason TEXT "
-                  "(select by failure reason with --select-reason)", file=sys.stderr)
+        if not (args.operator or "").strip() or not (args.reason or "").strip():
+            print("msgx replay: --apply needs --operator NAME and --reason TEXT (select by failure reason with "
+                  "--select-reason)", file=sys.stderr)
             return 2
-        result = replayer.apply(sel, operator=args.operator, reason=args.reason[0], now=now,
+        result = replayer.apply(sel, operator=args.operator, reason=args.reason, now=now,
                                 force_stale=args.force_stale)
         print("\n".join(result.report.lines()))
         if not result.applied:
@@ -389,7 +414,8 @@ def cmd_acknowledge(args: argparse.Namespace) -> int:
         return 2
     app = _app()
     try:
-        result = acknowledge(app.engine, ids, operator=args.operator, reason=args.reason, now=app.clock.now())
+        result = acknowledge(app.engine, ids, operator=args.operator, reason=args.reason, now=app.clock.now(),
+                             even_if_replayable=args.even_if_replayable)
     finally:
         app.dispose()
     if not result.applied:
@@ -694,10 +720,11 @@ def parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="preview (default) or apply a replay of failed messages (audited)")
     replay.add_argument("--ids", nargs="+", help="mailbox ids (space or comma separated)")
     replay.add_argument("--status", nargs="+", help="DEAD, FAILED or SKIPPED")
-    replay.add_argument("--reason", action="append",
-                        help="preview: select by reason or error class (exhausted, INFRA, ...); "
-                             "with --apply: the operator's reason TEXT")
-    replay.add_argument("--select-reason", action="append", help="select by reason or error class (any mode)")
+    replay.add_argument("--select-reason", action="append", metavar="REASON",
+                        help="select by failure reason or error class (exhausted, unsupported, INFRA, ...); "
+                             "may be repeated")
+    replay.add_argument("--reason", metavar="TEXT", help="with --apply: why you replay (recorded in the audit trail); "
+                                                         "never a selection")
     replay.add_argument("--since", help="registered at or after: ISO date-time or a duration back (2h)")
     replay.add_argument("--until", help="registered before: ISO date-time or a duration back")
     mode = replay.add_mutually_exclusive_group()
@@ -721,6 +748,9 @@ def parser() -> argparse.ArgumentParser:
     ack.add_argument("ids", nargs="+", metavar="ID", help="mailbox ids (space or comma separated)")
     ack.add_argument("--operator", required=True, help="who closes them (recorded in the audit trail)")
     ack.add_argument("--reason", required=True, help="why they need no replay")
+    ack.add_argument("--even-if-replayable", action="store_true",
+                     help="close dead letters a replay could fix (DEAD exhausted or missing) too; without it "
+                          "they are refused")
     ack.set_defaults(func=cmd_acknowledge)
 
     ob = sub.add_parser("outbox", help="events waiting for delivery to Kafka and dead events (default); "
@@ -804,6 +834,12 @@ def parser() -> argparse.ArgumentParser:
 
     flights = sub.add_parser("flights", help="print current flights as whole-state JSON")
     flights.set_defaults(func=cmd_flights)
+
+    hist = sub.add_parser("history", help="a flight's versions, oldest first: the mailbox message behind each, the "
+                                          "fields it changed, and whether its events reached Kafka and Redis")
+    hist.add_argument("flid", metavar="FLID", help="the flight's FLID")
+    hist.add_argument("--json", action="store_true", help="the same as JSON")
+    hist.set_defaults(func=cmd_history)
 
     report = sub.add_parser("snapshot-report", help="how far msgx's state had drifted from each daily snapshot")
     report.add_argument("--day", type=date.fromisoformat, help="every report of this day (YYYY-MM-DD); "

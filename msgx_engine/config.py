@@ -100,6 +100,17 @@ def _compression() -> str:
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+def spoken(seconds: float) -> str:
+    """A duration as a sentence says it: whole days, hours, minutes or seconds, whichever divides it
+    exactly ("30 seconds", "2 minutes", "1 hour", "2 days")."""
+    s = int(seconds)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= size and s % size == 0:
+            n = s // size
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{s} second{'s' if s != 1 else ''}"
+
+
 def parse_duration(text: str, *, name: str = "duration") -> timedelta:
     """``30s``, ``90m``, ``24h``, ``2d`` (a whole number and one unit); ``0s`` is allowed."""
     raw = text.strip().lower()

@@ -28,6 +28,11 @@ def normalise_url(url: str) -> str:
 # Every mailbox statement is bounded by primary key; the largest, a 10 MB package body, takes well
 # under a second on a LAN, so a minute is a silence, not a slow answer.
 MYSQL_IO_TIMEOUT_S = 60
+# Connecting (the server's greeting, TLS, authentication) and the pool's liveness ping are tiny
+# exchanges a live server answers at once; a server that accepts TCP but stays silent is given up
+# after this long, so the pool's ping of a stale connection and the reconnect behind it do not add
+# two more read timeouts to the one a silent mailbox already costs (the runbook promises 60 s).
+MYSQL_HANDSHAKE_TIMEOUT_S = 10
 # PostgreSQL (psycopg has no read timeout): TCP keepalives notice a peer that died while the session
 # idles (the pump's lock session idles most of the time), and ``tcp_user_timeout`` drops a
 # connection whose sent bytes stay unacknowledged this long (ms). Neither ever cuts a slow statement,
@@ -69,6 +74,13 @@ def make_engine(url: str, *, autocommit: bool = False, pool_size: int = 5, singl
     return engine
 
 
+def server_address(engine: Engine) -> str:
+    """The server an engine reaches, as a log line names it: host and port, never the credentials."""
+    url = engine.url
+    default = 3306 if url.drivername.startswith("mysql") else 5432
+    return f"{url.host or 'localhost'}:{url.port or default}"
+
+
 def _connect_pymysql(dialect: Any, conn_rec: Any, cargs: tuple, cparams: dict) -> Any:
     """A PyMySQL connection that shares one TLS context for the preferred mode (below)."""
     return _pymysql_connection_class()(*cargs, **cparams)
@@ -76,7 +88,8 @@ def _connect_pymysql(dialect: Any, conn_rec: Any, cargs: tuple, cparams: dict) -
 
 @cache
 def _pymysql_connection_class() -> type:
-    """PyMySQL's connection, except that a connection given no TLS options (PyMySQL's default
+    """PyMySQL's connection, with connecting and pinging bounded by ``MYSQL_HANDSHAKE_TIMEOUT_S``
+    rather than the read timeout, and where a connection given no TLS options (PyMySQL's default
     PREFERRED mode: TLS when the server offers it, the certificate not checked) takes one context
     built once per process instead of a new one each time. Building it loads the system's CA
     certificates, about 25 ms of CPU, which a Dagster run or a pump start paid for every MariaDB
@@ -86,6 +99,25 @@ def _pymysql_connection_class() -> type:
 
     class SharedPreferredTLS(pymysql.connections.Connection):
         preferred: Any = None      # the shared context, built by the first connection that needs it
+
+        def connect(self, sock: Any = None) -> None:
+            with self._short_reads():
+                super().connect(sock)
+
+        def ping(self, reconnect: bool = True) -> None:
+            with self._short_reads():
+                super().ping(reconnect)
+
+        @contextmanager
+        def _short_reads(self) -> Iterator[None]:
+            """Reads inside bounded by ``MYSQL_HANDSHAKE_TIMEOUT_S`` (PyMySQL sets the socket's
+            timeout from ``_read_timeout`` before each read, so restoring it is enough)."""
+            io: Any = getattr(self, "_read_timeout", None)
+            self._read_timeout = min(io, MYSQL_HANDSHAKE_TIMEOUT_S) if io else MYSQL_HANDSHAKE_TIMEOUT_S
+            try:
+                yield
+            finally:
+                self._read_timeout = io
 
         def _create_ssl_ctx(self, sslp: Any) -> Any:
             if not (isinstance(sslp, dict) and not sslp):

@@ -4,12 +4,19 @@ The server listens on a unix socket only (no TCP port is opened; the socket file
 port number in its name). It is left running between commands (cleanup_mode=None) so that the
 Dagster daemon, the webserver and run workers, each a separate process, share it;
 ``msgx demo --stop`` and the end of ``msgx demo`` stop it.
+
+A process starts (or finds) it once, whatever its threads: the wheel guards its start with one
+inter-process file lock shared by every thread of the process, which is not a thread lock (two
+sensor threads starting it at once fail with "Unable to release an unaquired lock"), and each
+start registers one more exit handler. ``start`` therefore serialises under a thread lock and
+keeps the server it found for as long as its postmaster runs.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,13 +56,23 @@ def _server(home: Path):
     return PostgresServer(pgdata, cleanup_mode=None)
 
 
+_started: dict[Path, EmbeddedServer] = {}      # per data directory: the server this process found or started
+_start_lock = threading.Lock()
+
+
 def start(home: Path) -> EmbeddedServer:
-    """Start the server under ``home`` (or find it running) and say where it answers."""
-    server = _server(home)
-    uri = server.get_uri()
-    parsed = urlparse(uri)
-    sock = parse_qs(parsed.query).get("host", [parsed.hostname or ""])[0]
-    return EmbeddedServer(sock, parsed.port or 5432, server.get_pid())
+    """Start the server under ``home`` (or find it running) and say where it answers: once per
+    process and data directory (see the module doc), again only after its postmaster stopped."""
+    pgdata = (home / "pgdata").resolve()
+    with _start_lock:
+        known = _started.get(pgdata)
+        if known is not None and known.pid is not None and running_pid(home) == known.pid:
+            return known
+        server = _server(home)
+        parsed = urlparse(server.get_uri())
+        sock = parse_qs(parsed.query).get("host", [parsed.hostname or ""])[0]
+        _started[pgdata] = found = EmbeddedServer(sock, parsed.port or 5432, server.get_pid())
+        return found
 
 
 def ensure_databases(server: EmbeddedServer, names: Iterable[str], *, fresh: Iterable[str] = ()) -> None:
@@ -75,7 +92,8 @@ def ensure_databases(server: EmbeddedServer, names: Iterable[str], *, fresh: Ite
 def embedded_urls(home: Path) -> tuple[str, str]:
     """Start (or find) the embedded server, create its two databases, return both SQLAlchemy URLs."""
     server = start(home)
-    ensure_databases(server, (STATE_DB, MAILBOX_DB))
+    with _start_lock:       # two threads creating the same database at once: one would fail
+        ensure_databases(server, (STATE_DB, MAILBOX_DB))
     return server.url(STATE_DB), server.url(MAILBOX_DB)
 
 

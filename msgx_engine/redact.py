@@ -43,6 +43,13 @@ def safe_text(text: object, limit: int = BODY_LIMIT) -> str:
     return clip(redact_urls(str(text)), limit)
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one log line: its class and the first line of its text (a driver's error
+    says there what happened, "... (timed out)"), URL passwords masked, at most ``limit`` characters."""
+    text = str(exc).strip().splitlines()
+    return redact_urls(f"{exc.__class__.__name__}: {text[0] if text else ''}".rstrip(": "))[:limit]
+
+
 def url_for_log(url: str) -> str:
     """A URL reduced to scheme, host and port: for URLs whose path or query is itself the secret
     (a Slack webhook's path is its token)."""

@@ -21,6 +21,7 @@ class AcknowledgeConfig(dg.Config):
     ids: list[int] = []               # mailbox ids of dead or unsupported messages
     operator: str = ""                # who (audit trail)
     reason: str = ""                  # why they need no replay (audit trail)
+    even_if_replayable: bool = False  # close replayable dead letters (DEAD exhausted/missing) too
 
 
 class OutboxReviveConfig(dg.Config):
@@ -42,7 +43,7 @@ def acknowledge_op(context: dg.OpExecutionContext, config: AcknowledgeConfig, ms
         raise dg.Failure("ids: give the mailbox ids to acknowledge")
     with msgx.open_app() as app:
         result = acknowledge(app.engine, config.ids, operator=config.operator, reason=config.reason,
-                             now=app.clock.now())
+                             now=app.clock.now(), even_if_replayable=config.even_if_replayable)
     context.log.info("acknowledge:\n" + "\n".join(result.lines()))
     metadata: dict[str, Any] = {"audit_id": result.audit_id, "acknowledged": len(result.acknowledged),
                                 "messages": dg.MetadataValue.md("\n".join(f"- {line}" for line in result.lines()))}

@@ -110,6 +110,17 @@ def end_orphan(context: dg.SensorEvaluationContext, msgx: MsgxResource, cursor: 
     return cursor
 
 
+def note_replacement(context: dg.SensorEvaluationContext, run_key: str) -> None:
+    """When the latest pump run failed (killed, out of memory, ended as an orphan), write on its page
+    which run replaces it, so an operator reading it sees more than Dagster's own failure hint."""
+    records = context.instance.get_run_records(dg.RunsFilter(job_name=pump_job.name), limit=1)
+    if not records or records[0].dagster_run.status != dg.DagsterRunStatus.FAILURE:
+        return
+    context.instance.report_engine_event(
+        f"inbox_sensor started the next pump run (run key {run_key}) to replace this failed one: it goes on "
+        "from the first unfinished message, so nothing this run was doing is lost", records[0].dagster_run)
+
+
 @dg.sensor(job=pump_job, minimum_interval_seconds=5, default_status=dg.DefaultSensorStatus.RUNNING,
            description="Starts the long-lived pump when the mailbox has work and no pump runs; "
                        "fails a pump run whose worker died unnoticed.")
@@ -131,6 +142,6 @@ def inbox_sensor(context: dg.SensorEvaluationContext, msgx: MsgxResource):
         return dg.SkipReason("no processable mailbox rows, open messages or pending marks")
     serial = cursor.serial + 1
     context.update_cursor(Cursor(serial).dump())
+    note_replacement(context, f"pump-{serial}")
     return dg.RunRequest(run_key=f"pump-{serial}", run_config=long_lived_run_config(),
-                         tags={"msgx/top_mailbox_id": str(work.top_mailbox_id), **LONG_LIVED_TAGS,
-                               **MAX_RUNTIME_TAG})
+                         tags={"msgx/started_for": work.described(), **LONG_LIVED_TAGS, **MAX_RUNTIME_TAG})

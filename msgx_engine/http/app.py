@@ -27,7 +27,7 @@ from starlette.routing import Route
 from msgx_engine.http.access import ApiAccess
 from msgx_engine.http.body import read_limited, require_media_type
 from msgx_engine.http.errors import ApiError, error_response, success_response
-from msgx_engine.http.flights import current_flights_json
+from msgx_engine.http.flights import current_flights_json, flight_history_json
 from msgx_engine.http.inbound import validate_message
 from msgx_engine.http.openapi import openapi_document
 from msgx_engine.http.probes import Readiness, healthz, readiness_check, readyz_endpoint
@@ -49,11 +49,13 @@ _PATHS = frozenset({"/cminmsgs/send", "/all/flights", "/schd/sync", "/openapi.js
 
 def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BODY_BYTES,
                schd_sync: SyncRegistrar | None = None, metrics: Callable[[], bytes] | None = None,
-               api_token: str | None = None, readiness: Readiness | None = None) -> ApiAccess:
+               api_token: str | None = None, readiness: Readiness | None = None,
+               delivery: tuple[bool, bool] = (True, True)) -> ApiAccess:
     """Build the ASGI app. ``schd_sync`` is the request-tracking extension point (None -> 501);
     ``metrics`` renders ``GET /metrics`` (None -> 404); ``api_token`` guards every other endpoint;
     ``readiness`` answers ``GET /readyz`` (None -> both databases checked through ``engine`` and
-    ``mailbox``)."""
+    ``mailbox``); ``delivery``: whether Kafka and Redis are configured, as a flight's history
+    reports them."""
     readiness = readiness or Readiness(readiness_check(engine, mailbox))
 
     async def send_message(request: Request) -> Response:
@@ -77,6 +79,17 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         except SQLAlchemyError as exc:
             log.warning("flight read failed: %s", exc.__class__.__name__)
             raise ApiError("db_unavailable", f"state database unavailable ({exc.__class__.__name__})") from None
+        return Response(body, media_type="application/json")
+
+    def history(request: Request) -> Response:
+        flid = request.path_params["flid"]
+        try:
+            body = flight_history_json(engine, flid, kafka_configured=delivery[0], redis_configured=delivery[1])
+        except SQLAlchemyError as exc:
+            log.warning("flight history read failed: %s", exc.__class__.__name__)
+            raise ApiError("db_unavailable", f"state database unavailable ({exc.__class__.__name__})") from None
+        if body is None:
+            raise ApiError("unknown_flight", f"msgx has written no version of flight {flid}")
         return Response(body, media_type="application/json")
 
     async def sync_schedule(request: Request) -> Response:
@@ -134,6 +147,7 @@ def create_app(*, mailbox: Mailbox, engine: Engine, max_body_bytes: int = MAX_BO
         routes=[
             Route("/cminmsgs/send", send_message, methods=["POST"]),
             Route("/all/flights", all_flights, methods=["GET"]),
+            Route("/flights/{flid}/history", history, methods=["GET"]),
             Route("/schd/sync", sync_schedule, methods=["POST"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             Route("/metrics", prometheus, methods=["GET"]),

@@ -43,6 +43,7 @@ ERROR_CODES: dict[str, ErrorCode] = {
     "unauthorized": ErrorCode(401, "MSGX_API_TOKEN is set and the request lacks `Authorization: Bearer <token>` "
                                    "or carries another token (GET /metrics and /openapi.json stay open)"),
     "not_found": ErrorCode(404, "no such endpoint (also a trailing-slash variant such as /cminmsgs/send/)"),
+    "unknown_flight": ErrorCode(404, "msgx has written no version of this FLID (never seen, or archived and purged)"),
     "method_not_allowed": ErrorCode(405, "the endpoint does not accept this method"),
     "shadow_mode": ErrorCode(409, "this instance runs in shadow mode (MSGX_MODE=shadow) and never writes the "
                                   "mailbox; nothing was inserted"),

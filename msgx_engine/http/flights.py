@@ -1,4 +1,5 @@
-"""``GET /all/flights`` (US-12, D11): current flights from PostgreSQL in one consistent read.
+"""``GET /all/flights`` (US-12, D11): current flights from PostgreSQL in one consistent read; and
+``GET /flights/{FLID}/history``: one flight's versions, oldest first (``store/history.py``).
 
 One REPEATABLE READ, read-only transaction: the id list and every detail table are read from the
 same snapshot, so a flight is never shown with gates from a later commit, and the read can never
@@ -11,6 +12,7 @@ from sqlalchemy import Engine
 
 from msgx_engine.state.serialize import dumps, state_document
 from msgx_engine.store.flights import FlightRepository
+from msgx_engine.store.history import flight_history
 
 
 def current_flights_json(engine: Engine) -> str:
@@ -21,3 +23,14 @@ def current_flights_json(engine: Engine) -> str:
         with conn.begin():
             states = FlightRepository(conn).load_all_current()
     return dumps(sorted((state_document(s) for s in states), key=lambda d: d["FLID"]))
+
+
+def flight_history_json(engine: Engine, flid: str, *, kafka_configured: bool, redis_configured: bool) -> str | None:
+    """``{"flid": ..., "changes": [...]}`` as ``msgx history --json`` prints it; None when msgx has
+    written no version of the flight."""
+    with engine.connect() as conn:
+        changes = flight_history(conn, flid)
+    if not changes:
+        return None
+    return dumps({"flid": flid, "changes": [c.as_json(kafka_configured=kafka_configured,
+                                                       redis_configured=redis_configured) for c in changes]})

@@ -15,6 +15,7 @@ SEND_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_leng
               "incomplete_body", "empty_body", "invalid_utf8", "nul_byte", "forbidden_xml", "malformed_xml",
               "invalid_field", "mailbox_unavailable", "unauthorized")
 FLIGHTS_CODES = ("unauthorized", "db_unavailable")
+HISTORY_CODES = ("unauthorized", "unknown_flight", "db_unavailable")
 SYNC_CODES = ("unsupported_media_type", "unsupported_charset", "bad_content_length", "body_too_large",
               "invalid_json", "invalid_field", "invalid_range", "writes_stopped", "not_implemented", "db_unavailable",
               "unauthorized")
@@ -68,6 +69,23 @@ def openapi_document(max_body_bytes: int) -> dict:
                 "responses": {"200": {"description": "whole-state documents", "content": {"application/json": {
                     "schema": {"type": "array", "items": {"$ref": "#/components/schemas/FlightState"}}}}},
                               **_errors(FLIGHTS_CODES)},
+            }},
+            "/flights/{flid}/history": {"get": {
+                "security": BEARER,
+                "summary": "One flight's versions, oldest first: the message behind each and how far its events got",
+                "description": "From the outbox (archived events included): per state_version the mailbox message "
+                               "that caused it (msg_id, type, styp, received_at: when msgx registered it), what it "
+                               "did (created, changed, deleted), the fields it changed, and whether its events "
+                               "reached Kafka (delivered, waiting, dead, unreleased, not configured) and Redis "
+                               "(written, unreleased, not configured). The same as `msgx history FLID --json`.",
+                "parameters": [{"name": "flid", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {"200": {"description": "the flight's history", "content": {"application/json": {
+                    "schema": {"type": "object", "required": ["flid", "changes"], "properties": {
+                        "flid": {"type": "string"},
+                        "changes": {"type": "array", "items": {"type": "object", "required": [
+                            "state_version", "msg_id", "type", "styp", "received_at", "what", "fields", "events",
+                            "kafka_sent", "kafka_dead", "kafka", "redis"]}}}}}}},
+                              **_errors(HISTORY_CODES)},
             }},
             "/schd/sync": {"post": {
                 "security": BEARER,

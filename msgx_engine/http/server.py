@@ -102,9 +102,10 @@ def serve(host: str, port: int, allow_public: bool, tls_cert: str | None = None,
     check_bind(host, allow_public, settings.api_token, tls=tls is not None, behind_tls_proxy=behind_tls_proxy)
     app = App.from_settings(settings)
     app.check_ready()
+    metrics = metrics_renderer(app.engine, app.mode, app.mailbox, kafka_configured=bool(settings.kafka_bootstrap))
     asgi = create_app(mailbox=app.mailbox, engine=app.engine, max_body_bytes=app.settings.max_body_bytes,
-                      schd_sync=sync_registrar(app), metrics=metrics_renderer(app.engine, app.mode, app.mailbox),
-                      api_token=settings.api_token)
+                      schd_sync=sync_registrar(app), metrics=metrics, api_token=settings.api_token,
+                      delivery=(bool(settings.kafka_bootstrap), bool(settings.redis_url)))
     logging.getLogger("msgx.http.access").setLevel(logging.INFO)   # the access log shows by default
     scheme = "https" if tls else "http"
     print(f"msgx serve: listening on {scheme}://{host}:{port} (OpenAPI at /openapi.json)", file=sys.stderr,

@@ -18,6 +18,7 @@ the rows around it are untouched."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -26,10 +27,22 @@ from sqlalchemy import CursorResult, Engine, LargeBinary, case, cast, func, insp
 from sqlalchemy.sql.elements import ColumnElement
 
 from msgx_engine.config import ConfigError
-from msgx_engine.db import make_engine
+from msgx_engine.db import make_engine, server_address
 from msgx_engine.mailbox.tables import cminmsgs, coutmsgs, mailbox_metadata
 
 RECEIVED_STATUS = "VALID"
+# The AODB adapter fills the row's TYPE and SUBTYPE columns from the message's META; ``put`` does the
+# same (a cheap look at the head, no parse), so a row whose body cannot be decoded still says what
+# it is (``kinds``).
+_META_FIELD = {name: re.compile(rf"<{name}>\s*([A-Za-z]{{3,4}})\s*</{name}>") for name in ("TYPE", "STYP")}
+_HEAD_CHARS = 2048
+
+
+def meta_kind(body: str) -> tuple[str | None, str | None]:
+    """TYPE and STYP as the message's head states them (None where it does not, or not validly)."""
+    head = body[:_HEAD_CHARS]
+    found = [m.group(1).upper() if (m := _META_FIELD[name].search(head)) else None for name in ("TYPE", "STYP")]
+    return found[0], found[1]
 
 
 class MailboxError(RuntimeError):
@@ -86,6 +99,11 @@ class Mailbox:
         self.engine = engine or make_engine(url, autocommit=True, pool_size=2)
         self.read_only = read_only
 
+    @property
+    def where(self) -> str:
+        """The mailbox server as a log line names it: host and port, never the credentials."""
+        return server_address(self.engine)
+
     def _writable(self, what: str) -> None:
         if self.read_only:
             raise MailboxReadOnly(f"shadow mode (MSGX_MODE=shadow) never writes the mailbox: {what} refused")
@@ -118,11 +136,14 @@ class Mailbox:
     def put(self, body: str, received_at: datetime | None = None) -> int:
         """Insert one message as the AODB adapter does (status VALID, received now)."""
         self._writable("inserting a CMINMSGS row")
+        mtype, styp = meta_kind(body)
         with self.engine.connect() as conn:
             result = conn.execute(cminmsgs.insert().values(
                 CMINMSGS_CLOB_MSG=body,
                 CMINMSGS_DATE_RECEIVED=received_at or _now(),
                 CMINMSGS_STATUS=RECEIVED_STATUS,
+                CMINMSGS_SUBSYSTEM_TYPE=mtype,
+                CMINMSGS_SUBSYSTEM_SUBTYPE=styp,
             ))
             return _new_id(result)
 
@@ -208,6 +229,17 @@ class Mailbox:
         q = select(cminmsgs.c.CMINMSGS_ID, column).where(cminmsgs.c.CMINMSGS_ID.in_(list(ids)))
         with self.engine.connect() as conn:
             return {int(r[0]): body_text(r[1]) for r in conn.execute(q)}
+
+    def kinds(self, ids: Sequence[int]) -> dict[int, tuple[str | None, str | None]]:
+        """Each row's TYPE and SUBTYPE columns (what the AODB adapter says it sent), for messages
+        whose body msgx could not decode. Rows that are gone are left out."""
+        if not ids:
+            return {}
+        c = cminmsgs.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.CMINMSGS_ID, c.CMINMSGS_SUBSYSTEM_TYPE, c.CMINMSGS_SUBSYSTEM_SUBTYPE)
+                                .where(c.CMINMSGS_ID.in_(list(ids))))
+            return {int(r[0]): (r[1], r[2]) for r in rows}
 
     def body(self, msg_id: int) -> str | None:
         with self.engine.connect() as conn:

@@ -33,7 +33,8 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.config import ConfigError
-from msgx_engine.db import make_engine
+from msgx_engine.db import make_engine, server_address
+from msgx_engine.redact import first_line
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ class MailboxLock:
         try:
             self.acquire()
         except SQLAlchemyError as exc:
-            log.warning("mailbox unreachable at start, its lock will be taken when it answers: %s",
-                        exc.__class__.__name__)
+            log.warning("mailbox %s unreachable at start, its lock will be taken when it answers: %s",
+                        server_address(self.engine), first_line(exc))
             self._lost_logged = True
 
     def release(self) -> None:
@@ -161,7 +162,8 @@ class MailboxLock:
             self.acquire()
         except SQLAlchemyError as exc:
             if not self._lost_logged:
-                log.warning("mailbox unreachable, its lock cannot be taken again yet: %s", exc.__class__.__name__)
+                log.warning("mailbox %s unreachable, its lock cannot be taken again yet: %s",
+                            server_address(self.engine), first_line(exc))
                 self._lost_logged = True
             return
         self._lost_logged = False

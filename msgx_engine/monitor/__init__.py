@@ -22,8 +22,20 @@ class Backlog:
     backfill_pending: int        # terminal, mailbox mark not yet written
     dead: int                    # DEAD messages no operator acknowledged (the dead-letter count)
     oldest_open_created_at: datetime | None
-    top_mailbox_id: int
+    top_mailbox_id: int          # the highest unregistered id the probe saw (its limit), else the position
     unsent_events: int
+    first_unregistered_id: int | None = None    # the lowest mailbox id waiting to be registered
+
+    def described(self) -> str:
+        """Why a pump is wanted, as far as this probe saw: true for any ``probe_limit``."""
+        parts = []
+        if self.unregistered:
+            parts.append(f"mailbox rows wait to be registered from id {self.first_unregistered_id}")
+        if self.open_messages:
+            parts.append(f"{self.open_messages} registered message(s) open")
+        if self.backfill_pending:
+            parts.append(f"{self.backfill_pending} mailbox mark(s) to write")
+        return "; ".join(parts) or "nothing waits"
 
     @property
     def processable(self) -> bool:
@@ -40,4 +52,5 @@ def backlog(engine: Engine, mailbox: Mailbox, *, probe_limit: int = 1000) -> Bac
     new_ids = mailbox.fresh_ids(base, probe_limit)
     return Backlog(unregistered=len(new_ids), open_messages=open_count, backfill_pending=todo,
                    dead=dead, oldest_open_created_at=oldest,
-                   top_mailbox_id=new_ids[-1] if new_ids else base, unsent_events=unsent)
+                   top_mailbox_id=new_ids[-1] if new_ids else base, unsent_events=unsent,
+                   first_unregistered_id=new_ids[0] if new_ids else None)

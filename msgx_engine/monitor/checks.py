@@ -96,8 +96,14 @@ def ago(seconds: float) -> str:
 
 
 def excerpt(text: str | None, limit: int = EXCERPT_CHARS) -> str:
+    """At most ``limit`` characters, cut between words: a FLID or an id is shown whole or not at all
+    (a cut "flight 2612070" names another flight)."""
     flat = " ".join((text or "").split())
-    return flat if len(flat) <= limit else flat[:limit - 1] + "…"
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit - 2]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > limit // 2 else cut) + " …"
 
 
 # --- liveness (shared with /metrics) ---------------------------------------------------------------
@@ -220,8 +226,9 @@ def dead_letters(f: Figures, drift: Drift | None) -> CheckResult:
     shown = f"the {len(rows)} oldest" if f.dead > len(rows) else "they are"
     return CheckResult(names.DEAD_LETTERS, False,
                        f"{f.dead} dead letter(s) wait for an operator; {shown}: {'; '.join(lines)}. First run "
-                       f"`{REPLAY_DEAD}` to preview their replay; `{ACKNOWLEDGE}` closes one that need not be "
-                       "replayed.", float(f.dead), meta, warn_only=True, rising=rising, rows=rows)
+                       f"`{REPLAY_DEAD}` to preview their replay; `{ACKNOWLEDGE}` closes one a replay "
+                       "cannot fix (exhausted and missing ones are replayable once their cause is fixed).",
+                       float(f.dead), meta, warn_only=True, rising=rising, rows=rows)
 
 
 def delivery_backlog(f: Figures, drift: Drift | None) -> CheckResult:
@@ -239,9 +246,9 @@ def delivery_backlog(f: Figures, drift: Drift | None) -> CheckResult:
         return CheckResult(names.DELIVERY_BACKLOG, True,
                            f"Kafka not configured (MSGX_KAFKA_BOOTSTRAP unset): {f.unsent_events} released "
                            "event(s) stay pending in the outbox", None, {**meta, "configured": False},
-                           warn_only=True, rising=rising)
+                           rising=rising)
     if f.dead_events == 0 and age < MAX_UNSENT_AGE_S:
-        return CheckResult(names.DELIVERY_BACKLOG, True, text, age, meta, warn_only=True, rising=rising)
+        return CheckResult(names.DELIVERY_BACKLOG, True, text, age, meta, rising=rising)
     causes = []
     if age >= MAX_UNSENT_AGE_S:
         causes.append("Kafka is down or slow, or no dispatcher runs")
@@ -257,7 +264,7 @@ def delivery_backlog(f: Figures, drift: Drift | None) -> CheckResult:
     return CheckResult(names.DELIVERY_BACKLOG, False,
                        f"{text}: {'; '.join(causes)}. First run `msgx outbox` to see them; "
                        "`msgx outbox --apply --operator NAME --reason TEXT` revives dead events, "
-                       "`msgx dispatch --drain` delivers now.", age, meta, warn_only=True, rising=rising)
+                       "`msgx dispatch --drain` delivers now.", age, meta, rising=rising)
 
 
 def backfill_lag(f: Figures, drift: Drift | None) -> CheckResult:
@@ -299,8 +306,9 @@ def unsupported_types(f: Figures, drift: Drift | None) -> CheckResult:
         return CheckResult(names.UNSUPPORTED_TYPES, True, text, 0.0, meta, warn_only=True)
     return CheckResult(names.UNSUPPORTED_TYPES, False,
                        f"{text}: the AODB sends types msgx does not process. First run "
-                       "`msgx replay --status SKIPPED --reason unsupported` to preview them; replay them once the "
-                       f"type is supported, or close them with `{ACKNOWLEDGE}`.", float(count), meta, warn_only=True)
+                       "`msgx replay --status SKIPPED --select-reason unsupported` to preview them; replay them "
+                       f"once the type is supported, or close them with `{ACKNOWLEDGE}`.", float(count), meta,
+                       warn_only=True)
 
 
 def request_timeouts(f: Figures, drift: Drift | None) -> CheckResult:

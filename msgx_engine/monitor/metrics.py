@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -80,6 +81,8 @@ def figure_metrics(f: Figures) -> Iterator[Metric]:
     yield _gauge("msgx_outbox_oldest_undelivered_age_seconds",
                  "Seconds since the oldest undelivered event was released.", f.unsent_age_s)
     yield _gauge("msgx_outbox_dead_events", "Outbox events given up after their delivery attempts.", f.dead_events)
+    yield _gauge("msgx_kafka_configured", "1 when this instance delivers to Kafka (MSGX_KAFKA_BOOTSTRAP set), else 0: "
+                 "without Kafka released events stay pending by design.", 1.0 if f.kafka_configured else 0.0)
     yield _labelled("msgx_requests", "Requests to the AODB (req_track) by type and status.", ["rtype", "status"],
                     [([t, s], float(n)) for t, s, n in f.requests])
     yield _gauge("msgx_requests_open", "Requests REGISTERED or SENT and not yet answered.",
@@ -216,10 +219,12 @@ def durable_metrics(engine: Engine) -> Iterator[Metric]:
 class MsgxCollector(Collector):
     """Reads PostgreSQL (and the mailbox, when given) once per scrape (see the module doc)."""
 
-    def __init__(self, engine: Engine, mode: str, mailbox: Mailbox | None = None) -> None:
+    def __init__(self, engine: Engine, mode: str, mailbox: Mailbox | None = None, *,
+                 kafka_configured: bool = True) -> None:
         self.engine = engine
         self.mode = mode
         self.mailbox = mailbox
+        self.kafka_configured = kafka_configured
 
     def collect(self) -> Iterator[Metric]:
         started = time.monotonic()
@@ -235,16 +240,16 @@ class MsgxCollector(Collector):
         yield _gauge("msgx_database_up", "1 when the state database answered this scrape.",
                      1.0 if snapshot is not None else 0.0)
         if snapshot is not None:
-            yield from figure_metrics(snapshot)
+            yield from figure_metrics(replace(snapshot, kafka_configured=self.kafka_configured))
             yield from durable_metrics(self.engine)
         yield _gauge("msgx_scrape_duration_seconds", "Time this scrape spent reading PostgreSQL and the mailbox.",
                      time.monotonic() - started)
 
 
-def metrics_renderer(engine: Engine, mode: str, mailbox: Mailbox | None = None):
+def metrics_renderer(engine: Engine, mode: str, mailbox: Mailbox | None = None, *, kafka_configured: bool = True):
     """A callable returning the Prometheus text for one scrape (the HTTP route calls it per request)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(MsgxCollector(engine, mode, mailbox))
+    registry.register(MsgxCollector(engine, mode, mailbox, kafka_configured=kafka_configured))
 
     def render() -> bytes:
         return generate_latest(registry)

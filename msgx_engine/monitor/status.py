@@ -25,7 +25,7 @@ from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor import names
 from msgx_engine.monitor.checks import CheckResult, Drift, evaluate
 from msgx_engine.monitor.figures import Figures, figures
-from msgx_engine.redact import redact_urls
+from msgx_engine.redact import first_line
 from msgx_engine.sis.times import LOCAL_TZ
 from msgx_engine.store import migrate, overview
 from msgx_engine.store.monitoring import PUMP
@@ -42,7 +42,7 @@ FIRST_COMMAND: dict[str, str] = {
     names.DEAD_LETTERS: "msgx replay --status DEAD",
     names.DELIVERY_BACKLOG: "msgx outbox",
     names.PROJECTION_DRIFT: "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job",
-    names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --reason unsupported",
+    names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --select-reason unsupported",
     names.REQUEST_TIMEOUTS: "msgx request track",
     names.PIPELINE_LIVENESS: "dagster sensor list -m msgx_dagster.definitions",
     names.STAND_MAPPING: "msgx request rqrd ABDG",
@@ -55,6 +55,12 @@ class StateUnreachable(Exception):
 
 # checks whose runbook section is named after the symptom rather than the check
 RUNBOOK_SECTIONS = {names.PIPELINE_LIVENESS: "pipeline-stalled"}
+
+# pipeline_liveness failing because the mailbox does not answer: no pump or sensor is at fault, so
+# the mailbox's own section and its first command (the runbook's, after `msgx status` itself)
+MAILBOX_SECTION = "mailbox-unreachable"
+MAILBOX_COMMAND = ('mysql -h MAILBOX_HOST -P 3306 -u MAILBOX_USER -p -e "SELECT MAX(CMINMSGS_ID) FROM cminmsgs" '
+                   "aodbinterface")
 
 
 def anchor(check_name: str) -> str:
@@ -134,13 +140,11 @@ def check_line(r: CheckResult, head_id: int | None) -> CheckLine:
     command = FIRST_COMMAND.get(r.name) if not r.passed else None
     if command is not None:
         command = command.format(head=head_id if head_id is not None else "ID")
+    section = anchor(r.name)
+    if r.name == names.PIPELINE_LIVENESS and not r.passed and "mailbox_error" in r.metadata:
+        command, section = MAILBOX_COMMAND, MAILBOX_SECTION
     return CheckLine(r.name, state, "warn" if r.warn_only else "error", r.summary, r.value, command,
-                     f"{RUNBOOK}#{anchor(r.name)}")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return redact_urls(f"{exc.__class__.__name__}: {text[0] if text else ''}".rstrip(": "))[:300]
+                     f"{RUNBOOK}#{section}")
 
 
 def read_state(engine: Engine, mailbox: Mailbox | None) -> Figures:
@@ -152,7 +156,7 @@ def read_state(engine: Engine, mailbox: Mailbox | None) -> Figures:
                 f"{migrate.head_revision()!r}: run `msgx db upgrade`")
         return figures(engine, mailbox)
     except SQLAlchemyError as exc:
-        raise StateUnreachable(f"state database unreachable: {_first_line(exc)}") from exc
+        raise StateUnreachable(f"state database unreachable: {first_line(exc)}") from exc
 
 
 def measure_drift(probe: Callable[[], Drift | None] | None) -> Drift | None:
@@ -163,7 +167,21 @@ def measure_drift(probe: Callable[[], Drift | None] | None) -> Drift | None:
     try:
         return probe()
     except Exception as exc:  # noqa: BLE001 - any Redis failure is reported, never raised
-        return Drift(total=0, error=_first_line(exc))
+        return Drift(total=0, error=first_line(exc))
+
+
+def with_kinds(letters: list[DeadLetter], mailbox: Mailbox | None) -> list[DeadLetter]:
+    """Dead letters whose body could not be decoded have no TYPE/STYP of their own: take them from
+    their mailbox rows (one read of at most the listed ids; a mailbox that fails leaves them ?/?)."""
+    unknown = [d.msg_id for d in letters if d.msg_type is None]
+    if not unknown or mailbox is None:
+        return letters
+    try:
+        kinds = mailbox.kinds(unknown)
+    except SQLAlchemyError:
+        return letters
+    return [replace(d, msg_type=kinds[d.msg_id][0], msg_styp=kinds[d.msg_id][1])
+            if d.msg_type is None and d.msg_id in kinds else d for d in letters]
 
 
 def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
@@ -179,7 +197,7 @@ def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
             topics = overview.outbox_by_topic(conn)
             snapshots = overview.latest_snapshots(conn, since)
     except SQLAlchemyError as exc:
-        raise StateUnreachable(f"state database unreachable: {_first_line(exc)}") from exc
+        raise StateUnreachable(f"state database unreachable: {first_line(exc)}") from exc
     beat = f.heartbeat(PUMP)
     pump = Pump(f.pump_lock_held, beat.beat_at if beat else None, f.age_s(beat.beat_at) if beat else None,
                 beat.started_at if beat else None, beat.host if beat else None, beat.pid if beat else None)
@@ -196,7 +214,8 @@ def gather(engine: Engine, mailbox: Mailbox | None, *, mode: str,
         projection = Projection(configured=True, measured=drift.error is None,
                                 differing=drift.total if drift.error is None else None, error=drift.error)
     checks = [check_line(r, f.head_id) for r in evaluate(f, drift)]
+    letters = with_kinds(list(f.dead_letters), mailbox if f.mailbox_up else None)
     return StatusReport(now=f.now, mode=mode, checks=checks, backlog=backlog, pump=pump,
-                        dead_letters_waiting=f.dead, dead_letters=list(f.dead_letters), outbox=topics,
+                        dead_letters_waiting=f.dead, dead_letters=letters, outbox=topics,
                         snapshots=snapshots, live_since=since, projection=projection,
                         cutover=f.stop.describe() if f.stop is not None else None)

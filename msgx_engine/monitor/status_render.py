@@ -82,7 +82,8 @@ def as_json(report: StatusReport) -> dict[str, object]:
                  "started_at": p.started_at.isoformat() if p.started_at else None, "host": p.host, "pid": p.pid},
         "dead_letters": {"waiting": report.dead_letters_waiting, "oldest": [
             {"msg_id": d.msg_id, "type": d.msg_type, "styp": d.msg_styp, "reason": d.reason,
-             "error_class": d.error_class, "error": d.error_excerpt, "registered_at": d.registered_at.isoformat(),
+             "error_class": d.error_class, "error": d.error_excerpt, "replayable": d.replayable,
+             "registered_at": d.registered_at.isoformat(),
              "dead_at": d.dead_at.isoformat() if d.dead_at else None} for d in report.dead_letters]},
         "outbox": [{"topic": t.topic, "undelivered": t.undelivered,
                     "oldest_undelivered_age_s": _age(now, t.oldest_released_at), "dead": t.dead}
@@ -104,6 +105,21 @@ def _table(header: list[str], rows: list[list[str]], indent: str = "  ") -> list
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
     out = [indent + "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     out += [indent + "  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    return out
+
+
+def dead_letter_commands(report: StatusReport) -> list[str]:
+    """What to run for the listed dead letters, replayable ones apart: only those a replay cannot
+    fix are offered to ``msgx acknowledge``, so pasting the line never closes a fixable one."""
+    replayable = [str(d.msg_id) for d in report.dead_letters if d.replayable]
+    final = [str(d.msg_id) for d in report.dead_letters if not d.replayable]
+    out = []
+    if replayable:
+        out += [f"  replayable once the cause is fixed: {' '.join(replayable)}",
+                f"    preview their replay:   msgx replay --ids {','.join(replayable)}"]
+    if final:
+        out += [f"  a replay cannot fix: {' '.join(final)}",
+                f"    close without a replay: msgx acknowledge {' '.join(final)} --operator NAME --reason TEXT"]
     return out
 
 
@@ -168,9 +184,7 @@ def render_text(report: StatusReport, width: int | None = None) -> str:
                              max(width - used, 24))]
                 for row, d in zip(fixed, report.dead_letters, strict=True)]
         lines += _table(["ID", "TYPE/STYP", "REASON", "REGISTERED", "ERROR"], rows)
-        ids = " ".join(str(d.msg_id) for d in report.dead_letters[:5])
-        lines += ["  preview their replay:   msgx replay --status DEAD",
-                  f"  close without a replay: msgx acknowledge {ids} --operator NAME --reason TEXT"]
+        lines += dead_letter_commands(report)
 
     lines += ["", "OUTBOX (events for Kafka)"]
     if report.outbox:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from msgx_engine.config import spoken  # re-exported: the checks' texts say durations with it
+
 
 @dataclass(frozen=True)
 class Threshold:
@@ -25,16 +27,6 @@ class Threshold:
     def words(self) -> str:
         """The duration as a sentence says it: "30 seconds", "2 minutes", "1 hour"."""
         return spoken(self.seconds)
-
-
-def spoken(seconds: float) -> str:
-    """Whole hours, minutes or seconds, whichever divides the duration exactly."""
-    s = int(seconds)
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if s >= size and s % size == 0:
-            n = s // size
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{s} second{'s' if s != 1 else ''}"
 
 
 HEAD_AGE: Final = Threshold(

@@ -7,12 +7,16 @@ check failing until someone deleted rows by hand. Acknowledging records who clos
 (``proc_state.acknowledged_at`` / ``acknowledged_by``) and changes nothing else: the status,
 reason, error and history stay, so the message stays queryable and is archived normally later.
 
-All or nothing, like a replay: when any given id is unknown, not DEAD or SKIPPED(unsupported), or
-already acknowledged, nothing is acknowledged and the command exits 2 naming each refused id and
-why. Every request, refused or not, is one audit row (action ``acknowledge``) with one item per
-id, in the same transaction as its effect, under the writer row lock (a replay or skip of the same
-row cannot interleave). A later replay of an acknowledged message clears the acknowledgement
-(``store.queue.requeue``).
+A dead letter a replay would fix once its cause is gone (DEAD(exhausted), DEAD(missing)) is refused
+unless the operator says ``even_if_replayable`` (``--even-if-replayable``): pasting an
+acknowledgement must not silently close, say, a flight's cancellation that never reached anyone.
+
+All or nothing, like a replay: when any given id is unknown, not DEAD or SKIPPED(unsupported),
+replayable (without ``even_if_replayable``) or already acknowledged, nothing is acknowledged and
+the command exits 2 naming each refused id and why. Every request, refused or not, is one audit
+row (action ``acknowledge``) with one item per id, in the same transaction as its effect, under the
+writer row lock (a replay or skip of the same row cannot interleave). A later replay of an
+acknowledged message clears the acknowledgement (``store.queue.requeue``).
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ from msgx_engine.store.queue import QueueRow, Selection
 MAX_IDS = 1000      # one request; a larger one is refused (acknowledge in parts)
 
 
-def refusal(row: QueueRow | None) -> str | None:
+def refusal(row: QueueRow | None, *, even_if_replayable: bool = False) -> str | None:
     """Why a message may not be acknowledged, in the operator's words (None: it may)."""
     if row is None:
         return "refused: no such message (not registered, or already archived)"
     if row.acknowledged_at is not None:
         return (f"refused: already acknowledged by {row.acknowledged_by or 'someone'} "
                 f"at {row.acknowledged_at:%Y-%m-%d %H:%M:%S%z}")
+    if row.waits_for_operator and row.replayable_dead and not even_if_replayable:
+        return (f"refused: DEAD({row.reason}) is replayable once its cause is fixed, and acknowledging it would "
+                f"drop its effect for good; preview with `msgx replay --ids {row.msg_id}`, or give "
+                "--even-if-replayable to close it without a replay")
     if row.waits_for_operator:
         return None
     what = f"{row.status}({row.reason})" if row.reason else str(row.status)
@@ -81,8 +89,9 @@ class AcknowledgeResult:
 
 
 def acknowledge(engine: Engine, msg_ids: Sequence[int], *, operator: str, reason: str,
-                now: datetime) -> AcknowledgeResult:
-    """Acknowledge every id, or none when one is refused; audit the request either way."""
+                now: datetime, even_if_replayable: bool = False) -> AcknowledgeResult:
+    """Acknowledge every id, or none when one is refused; audit the request either way.
+    ``even_if_replayable``: the operator closes replayable dead letters too, knowingly."""
     if not operator.strip() or not reason.strip():
         raise ValueError("acknowledging needs --operator NAME and --reason TEXT")
     ids = list(dict.fromkeys(msg_ids))
@@ -92,14 +101,16 @@ def acknowledge(engine: Engine, msg_ids: Sequence[int], *, operator: str, reason
         locks.lock_writer_row(conn)
         rows = {r.msg_id: r for r in queue.select_messages(conn, Selection(ids=tuple(ids)), limit=len(ids),
                                                            for_update=True)}
-        items = tuple(AcknowledgeItem(i, rows.get(i), refusal(rows.get(i))) for i in ids)
+        items = tuple(AcknowledgeItem(i, rows.get(i), refusal(rows.get(i), even_if_replayable=even_if_replayable))
+                      for i in ids)
         blockers = []
         if len(ids) > MAX_IDS:
             blockers.append(f"more than {MAX_IDS} ids in one request: acknowledge them in parts")
         refused = [i for i in items if i.refusal]
         if refused:
             blockers.append(f"{len(refused)} of {len(ids)} message(s) may not be acknowledged")
-        audit_id = audit.record(conn, operator, "acknowledge", reason, {"ids": ids})
+        audit_id = audit.record(conn, operator, "acknowledge", reason,
+                                {"ids": ids, **({"even_if_replayable": True} if even_if_replayable else {})})
         done: list[int] = []
         if not blockers:
             done = queue.acknowledge(conn, ids, now=now, operator=operator.strip())

@@ -37,6 +37,7 @@ from sqlalchemy import Connection, Engine
 
 from msgx_engine import faults
 from msgx_engine.clock import Clock
+from msgx_engine.config import spoken
 from msgx_engine.store import archive, audit, identity, locks, queue
 
 log = logging.getLogger(__name__)
@@ -63,6 +64,14 @@ class ArchivePolicy:
     def message_cutoff(self, now: datetime) -> datetime:
         return now - max(self.older_than, self.identity_window)
 
+    def cutoff_words(self, now: datetime) -> str:
+        """The cutoff as the operator reads it: when, and which of the two limits set it."""
+        why = (f"the identity window {spoken(self.identity_window.total_seconds())}, longer than the retention "
+               f"{spoken(self.older_than.total_seconds())}" if self.identity_window > self.older_than
+               else f"the retention {spoken(self.older_than.total_seconds())}")
+        return (f"cutoff: finished messages registered before {self.message_cutoff(now):%Y-%m-%d %H:%M:%S %Z} "
+                f"({why})").replace(" )", ")")
+
     def as_json(self) -> dict[str, object]:
         return {"older_than_s": self.older_than.total_seconds(),
                 "identity_window_s": self.identity_window.total_seconds(),
@@ -78,6 +87,8 @@ class ArchiveReport:
     projection_errors: int = 0
     audit_id: int | None = None
     kept: dict[str, int] = field(default_factory=dict)    # old enough, kept: they wait for an operator
+    cutoff: str = ""                                      # ArchivePolicy.cutoff_words
+    held: dict[str, int] = field(default_factory=dict)    # past the retention, held back (store.archive.count_held)
 
     def add(self, counts: dict[str, int]) -> None:
         for k, v in counts.items():
@@ -89,7 +100,8 @@ class ArchiveReport:
 
     def lines(self) -> list[str]:
         verb = "would archive or remove" if self.dry_run else "archived or removed"
-        out = [f"{'table':<28}{'rows':>10}"]
+        out = [self.cutoff] if self.cutoff else []
+        out += [f"{'table':<28}{'rows':>10}"]
         out += [f"{name:<28}{n:>10}" for name, n in sorted(self.counts.items())]
         out.append(f"{verb} {self.changed} row(s) in {self.batches} batch(es)"
                    + (f"; {self.projection_errors} projection error(s)" if self.projection_errors else ""))
@@ -99,14 +111,24 @@ class ArchiveReport:
     def kept_lines(self) -> list[str]:
         """Why messages old enough to archive stayed, in the operator's words."""
         dead, unsupported = self.kept.get("dead", 0), self.kept.get("unsupported", 0)
+        held = self.held
         out = []
+        if held.get("identity_window"):
+            out.append(f"held {held['identity_window']} finished message(s) past the retention but inside the "
+                       "identity window: their binding may still catch a repeat (MSGX_IDENTITY_WINDOW)")
+        if held.get("undelivered"):
+            out.append(f"held {held['undelivered']} message(s) whose events are not delivered to Kafka yet "
+                       "(msgx outbox shows them)")
+        if held.get("mark_owed"):
+            out.append(f"held {held['mark_owed']} message(s) whose mailbox mark is not written yet "
+                       "(msgx status: mailbox marks to write)")
         if dead:
             out.append(f"kept {dead} dead message(s) that wait for an operator: replay, skip or acknowledge "
                        "them first (msgx replay --status DEAD shows them)")
         if unsupported:
             out.append(f"kept {unsupported} message(s) of a type this version does not handle (skipped as "
                        "unsupported) that wait for an operator: replay or acknowledge them first "
-                       "(msgx replay --status SKIPPED --reason unsupported shows them)")
+                       "(msgx replay --status SKIPPED --select-reason unsupported shows them)")
         return out
 
 
@@ -121,8 +143,10 @@ class Archiver:
         now = self.clock.now()
         report = ArchiveReport(dry_run)
         ledger_day = now.astimezone(AIRPORT_TZ).date() - timedelta(days=policy.ledger_retention.days)
+        report.cutoff = policy.cutoff_words(now)
         with self.engine.connect() as conn:
             report.kept = archive.count_kept(conn, policy.message_cutoff(now))
+            report.held = archive.count_held(conn, policy.message_cutoff(now), now - policy.older_than)
             conn.rollback()
         if dry_run:
             with self.engine.connect() as conn:

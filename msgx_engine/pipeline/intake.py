@@ -50,6 +50,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
+from msgx_engine.redact import first_line
 from msgx_engine.store import queue
 
 log = logging.getLogger(__name__)
@@ -172,7 +173,8 @@ class Intake:
             if not isinstance(exc, OperationalError) or _is_pg_error(exc):
                 raise
             conn.rollback()
-            log.warning("intake: mailbox unreachable, nothing registered this pass: %s", exc.__class__.__name__)
+            log.warning("intake: mailbox %s unreachable, nothing registered this pass: %s", self.mailbox.where,
+                        first_line(exc))
             stats.source_error = f"{type(exc).__name__}: {exc}"[:500]
             return stats
         if new_ids:

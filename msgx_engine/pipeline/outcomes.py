@@ -87,6 +87,7 @@ class Terminal:
     dup_of: int | None = None
     applied_at: datetime | None = None
     attempts: int | None = None       # DEAD(exhausted) records the attempt that used the last one
+    kind: tuple[str, str] | None = None   # TYPE/STYP of a message that failed after decoding (no ``msg``)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class Failed:
 
     error_class: ErrorClass
     exc: BaseException
+    msg: SisMessage | None = None        # decoded: its TYPE/STYP are recorded, so a dead letter shows them
 
 
 @dataclass(frozen=True)

@@ -310,11 +310,11 @@ class Processor:
             return self._verdict(conn, head, msg, Decision.dead("oversize", str(exc)))
         if isinstance(exc, identity.IdentityTaken) and msg is not None:
             other = self._bound_elsewhere(conn, head, msg)
-            return identity_clash(head.msg_id, msg, other) if other is not None else Failed(ErrorClass.INFRA, exc)
+            return identity_clash(head.msg_id, msg, other) if other is not None else Failed(ErrorClass.INFRA, exc, msg)
         if isinstance(exc, SQLAlchemyError):
-            return Failed(ErrorClass.INFRA, exc)
+            return Failed(ErrorClass.INFRA, exc, msg)
         log.exception("handler error on mailbox id %s", head.msg_id)
-        return Failed(ErrorClass.HANDLER_ERROR, exc)
+        return Failed(ErrorClass.HANDLER_ERROR, exc, msg)
 
     # --- recording: the outcome's status statement, committed by the unit of work -------------
     def _record(self, conn: Connection, head: QueueHead, outcome: Outcome) -> StepResult:

@@ -41,10 +41,9 @@ from msgx_engine.pipeline import routing
 from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
 from msgx_engine.store import audit, ledger, locks, outbox, queue
 from msgx_engine.store.outbox import EventSummary, FlightTrail
-from msgx_engine.store.queue import QueueRow, Selection, Status
+from msgx_engine.store.queue import REPLAYABLE_DEAD, QueueRow, Selection, Status
 
 MAX_SELECTED = 1000          # a larger selection is refused: narrow it
-REPLAYABLE_DEAD = ("exhausted", "missing")
 DETAIL_CHARS = 200           # an error detail is shown (and logged) cut to this
 
 

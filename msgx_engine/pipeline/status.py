@@ -67,6 +67,8 @@ class StatusRecorder:
         if t.attempts is not None:
             values["attempts"] = t.attempts
         bind = None
+        if t.kind is not None:
+            values.update(msg_type=t.kind[0], msg_styp=t.kind[1])
         if t.msg is not None:
             values.update(msg_type=t.msg.meta.type, msg_styp=t.msg.meta.styp, payload_hash=t.msg.payload_hash)
             if t.bind:
@@ -90,7 +92,9 @@ class StatusRecorder:
         attempts = head.attempts + 1
         if not self.policy.exhausted(attempts, head.deadline_from, self.clock.now()):
             return None
-        return Terminal(Status.DEAD, "exhausted", _detail(failed.exc), failed.error_class, attempts=attempts)
+        kind = (failed.msg.meta.type, failed.msg.meta.styp) if failed.msg is not None else None
+        return Terminal(Status.DEAD, "exhausted", _detail(failed.exc), failed.error_class, attempts=attempts,
+                        kind=kind)
 
     def failed(self, conn: Connection, head: QueueHead, failed: Failed) -> StepResult:
         """A failed attempt that leaves attempts: FAILED with backoff 1, 2, 4, 8, 16 s."""
@@ -100,7 +104,8 @@ class StatusRecorder:
         next_at = self.policy.next_attempt_at(attempts, now)
         self._write(conn, head, {
             "status": Status.FAILED, "attempts": attempts, "next_attempt_at": next_at,
-            "error_class": failed.error_class, "error_detail": detail, "updated_at": now}, terminal=False,
+            "error_class": failed.error_class, "error_detail": detail, "updated_at": now, **_kind(failed)},
+            terminal=False,
             now=now, history=HistoryRow(Status.FAILED, None, failed.error_class, detail, attempts))
         return StepResult(StepKind.PROCESSED, head.msg_id, Status.FAILED, failed.error_class, wait_until=next_at)
 
@@ -133,6 +138,11 @@ class StatusRecorder:
                                   pid=pid(conn), bind=bind):
             raise LockLost(f"status write for mailbox id {head.msg_id} refused: the row is not open or "
                            "this session lost the writer lock")
+
+
+def _kind(failed: Failed) -> dict[str, object]:
+    """TYPE/STYP of a failed message that decoded, so its dead letter names them (not ``?/?``)."""
+    return {} if failed.msg is None else {"msg_type": failed.msg.meta.type, "msg_styp": failed.msg.meta.styp}
 
 
 def _detail(exc: BaseException) -> str:

@@ -93,6 +93,23 @@ def count_kept(conn: Connection, cutoff: datetime) -> dict[str, int]:
     return {"dead": by_status.get("DEAD", 0), "unsupported": by_status.get("SKIPPED", 0)}
 
 
+def count_held(conn: Connection, cutoff: datetime, retention_cutoff: datetime) -> dict[str, int]:
+    """Terminal messages past the retention that archiving leaves where they are, by what holds each
+    (a dry run says why its numbers are small): ``identity_window`` (registered before the retention
+    but inside the identity window, so their binding may still dedupe), ``undelivered`` (an event
+    not yet delivered to Kafka), ``mark_owed`` (a mailbox mark still to write). One statement; the
+    waiting dead letters are ``count_kept``'s."""
+    row = conn.execute(text(
+        f"SELECT count(*) FILTER (WHERE p.created_at >= :cutoff), "
+        f"count(*) FILTER (WHERE p.created_at < :cutoff AND EXISTS (SELECT 1 FROM msg_event e "
+        "WHERE e.msg_id = p.msg_id AND e.sent_at IS NULL)), "
+        f"count(*) FILTER (WHERE p.created_at < :cutoff AND EXISTS (SELECT 1 FROM backfill_todo t "
+        f"WHERE t.msg_id = p.msg_id AND t.status = '{TodoStatus.PENDING}')) "
+        f"FROM proc_state p WHERE p.status IN {_TERMINAL_SQL} AND p.created_at < :retention "
+        f"AND {_KEPT} IS NOT TRUE"), {"cutoff": cutoff, "retention": retention_cutoff}).one()
+    return {"identity_window": int(row[0]), "undelivered": int(row[1]), "mark_owed": int(row[2])}
+
+
 _PS_COPY = (
     f"INSERT INTO proc_state_archive ({_cols(proc_state)}, mark_status, marked_at, archived_at) "
     f"SELECT {', '.join('p.' + c.name for c in proc_state.columns)}, t.status, t.done_at, :now "

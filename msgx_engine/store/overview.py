@@ -14,9 +14,10 @@ from datetime import date, datetime
 from sqlalchemy import Connection, Integer, cast, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 
+from msgx_engine.store.status import REPLAYABLE_DEAD
 from msgx_engine.store.tables import IS_WAITING_DEAD, msg_event, proc_state, schd_gen_run
 
-ERROR_EXCERPT_CHARS = 120
+ERROR_EXCERPT_CHARS = 240      # read; the check's text cuts it again, between words (monitor.checks.excerpt)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,11 @@ class DeadLetter:
     error_excerpt: str | None
     registered_at: datetime
     dead_at: datetime | None
+
+    @property
+    def replayable(self) -> bool:
+        """A replay fixes it once its cause is gone; only the others are for ``msgx acknowledge``."""
+        return self.reason in REPLAYABLE_DEAD
 
 
 def waiting_dead_letters(conn: Connection, limit: int = 20) -> tuple[int, list[DeadLetter]]:

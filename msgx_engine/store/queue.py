@@ -23,7 +23,7 @@ from sqlalchemy import Connection, Row, Select, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.store import identity, metric_totals
-from msgx_engine.store.status import OPEN, TERMINAL, Status, TodoStatus, sql_in
+from msgx_engine.store.status import OPEN, REPLAYABLE_DEAD, TERMINAL, Status, TodoStatus, sql_in
 from msgx_engine.store.tables import (
     ATTENTION_WHERE,
     IS_OPEN,
@@ -37,7 +37,7 @@ from msgx_engine.store.tables import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OPEN", "TERMINAL", "Status", "TodoStatus", "QueueHead", "Bind"]
+__all__ = ["OPEN", "REPLAYABLE_DEAD", "TERMINAL", "Status", "TodoStatus", "QueueHead", "Bind"]
 
 _OPEN_SQL = sql_in(OPEN)
 
@@ -605,6 +605,12 @@ class QueueRow:
         names, which the dead-letter count, archiving's retention and acknowledging share."""
         attention = self.status == Status.DEAD or (self.status == Status.SKIPPED and self.reason == "unsupported")
         return attention and self.acknowledged_at is None
+
+    @property
+    def replayable_dead(self) -> bool:
+        """DEAD of a cause a replay fixes once it is gone (``REPLAYABLE_DEAD``): closing it without a
+        replay would lose its business effect."""
+        return self.status == Status.DEAD and self.reason in REPLAYABLE_DEAD
 
 
 _ROW_COLUMNS = tuple(f for f in QueueRow.__dataclass_fields__)

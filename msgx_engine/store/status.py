@@ -22,6 +22,9 @@ class Status(StrEnum):
 
 OPEN: tuple[Status, ...] = (Status.PENDING, Status.FAILED)       # may run; the smallest is the head
 TERMINAL: tuple[Status, ...] = (Status.SUCCEEDED, Status.SKIPPED, Status.DEAD)
+# DEAD reasons a replay can fix once the cause is gone (retries ran out, the mailbox row was missing);
+# every other DEAD reason (malformed, oversize, ...) fails the same way again
+REPLAYABLE_DEAD: tuple[str, ...] = ("exhausted", "missing")
 
 
 class TodoStatus(StrEnum):

@@ -37,20 +37,39 @@ def _evaluate(instance, cursor=None):
 
 
 def test_sensor_requests_a_run_only_when_work_exists_and_no_pump_runs(msgx_env, app):
-    """US-01: the sensor skips on an empty mailbox, requests one long-lived pump run (unique run_key,
-    cursor advanced) when rows exist, and skips while a pump run is queued or in flight."""
+    """US-01, OPS-2: the sensor skips on an empty mailbox, requests one long-lived pump run (unique
+    run_key, cursor advanced, a tag saying why) when rows exist, and skips while a pump run is queued
+    or in flight."""
     with dg.DagsterInstance.ephemeral() as instance:
         result, _ = _evaluate(instance)
         assert isinstance(result, dg.SkipReason) and "no processable" in result.skip_message
-        app.mailbox.put(gtdt("S1", (1, "A1")))
+        first = app.mailbox.put(gtdt("S1", (1, "A1")))
+        app.mailbox.put(gtdt("S1", (1, "B2")))
         result, cursor = _evaluate(instance, cursor="41")
         assert isinstance(result, dg.RunRequest)
+        # the run's tags say what is true: where the waiting rows start, not a "top" id the
+        # one-row probe cannot know (it said msgx/top_mailbox_id 1 while a thousand rows waited)
+        assert "msgx/top_mailbox_id" not in result.tags
+        assert result.tags["msgx/started_for"] == f"mailbox rows wait to be registered from id {first}"
         assert result.run_key == "pump-42" and json.loads(cursor)["serial"] == 42
         assert result.run_config["ops"]["pump_op"]["config"]["idle_for_s"] > 0
         assert result.tags["msgx/long_lived_pump"] == "true"     # the minute schedules yield to it
         instance.create_run_for_job(pump_job, status=dg.DagsterRunStatus.STARTED)
         result, _ = _evaluate(instance, cursor="42")
         assert isinstance(result, dg.SkipReason) and "already queued or running" in result.skip_message
+
+
+def test_a_failed_pump_run_names_the_run_that_replaces_it(msgx_env, app):
+    """OPS-2: the latest pump run failed (killed, out of memory); when the sensor requests the next one
+    it writes an event on the failed run's page naming the replacement's run key, once."""
+    with dg.DagsterInstance.ephemeral() as instance:
+        failed = instance.create_run_for_job(pump_job, status=dg.DagsterRunStatus.FAILURE)
+        app.mailbox.put(gtdt("S2", (1, "A1")))
+        result, _ = _evaluate(instance, cursor="6")
+        assert isinstance(result, dg.RunRequest) and result.run_key == "pump-7"
+        notes = [e.message for e in instance.all_logs(failed.run_id) if "inbox_sensor" in (e.message or "")]
+        assert notes == ["inbox_sensor started the next pump run (run key pump-7) to replace this failed one: it "
+                         "goes on from the first unfinished message, so nothing this run was doing is lost"]
 
 
 def test_dagster_job_execute_drains_fifty_messages_in_id_order(app, env_for, tmp_path):

@@ -121,14 +121,25 @@ def test_acknowledge_without_operator_or_reason_is_a_usage_error(app, cli_run):
 
 
 def test_replay_clears_the_acknowledgement(app, clock, fault, cli_run):
-    """OPS-2, US-10 AC3: an acknowledged DEAD(exhausted) message may still be replayed; the replay
-    clears its acknowledgement (it is open again, and dead again it would wait anew) and the
-    message then succeeds."""
+    """OPS-2, US-10 AC2/AC3: a message that decoded and then ran out of retries keeps its TYPE/STYP;
+    acknowledging a replayable DEAD(exhausted) message is refused (exit 2,
+    nothing changed, audited, the reason and the replay preview named) unless the operator gives
+    --even-if-replayable; an acknowledged one may still be replayed, the replay clears its
+    acknowledgement (it is open again, and dead again it would wait anew) and it then succeeds."""
     fault()
     m = app.mailbox.put(gtdt("AK3", (1, "B1")))
     until_dead(app, clock, m)
     fault.fix()
-    assert cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "later")[0] == 0
+    before = state_rows(app)
+    code, out, err = cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "pasted from status")
+    assert code == 2, (out, err)
+    assert f"mailbox id {m}: DEAD(exhausted) FLOP/GTDT" in err and "replayable once its cause is fixed" in err
+    assert (proc(app, m).msg_type, proc(app, m).msg_styp) == ("FLOP", "GTDT")   # decoded, then failed: not ?/?
+    assert f"msgx replay --ids {m}" in err and "--even-if-replayable" in err and "nothing acknowledged" in err
+    assert state_rows(app) == before and waiting_dead(app) == [m]
+    [(entry, _)] = audits(app, "acknowledge")
+    assert entry.outcome["acknowledged"] == 0
+    assert cli_run("acknowledge", str(m), "--operator", "alice", "--reason", "later", "--even-if-replayable")[0] == 0
     assert proc(app, m).acknowledged_at is not None
     code, out, err = cli_run("replay", "--ids", str(m), "--apply", "--operator", "alice", "--reason", "fixed after all")
     assert code == 0, err

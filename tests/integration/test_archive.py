@@ -73,6 +73,10 @@ def test_archive_moves_only_finished_messages_with_history_and_events(app, env_f
 
     dry = msgx(env_for, "archive", "--older-than", "0s", "--dry-run")
     assert dry.returncode == 0, dry.stderr
+    # the dry run says its cutoff and what holds finished messages back, with counts (OPS-2)
+    assert dry.stdout.startswith("cutoff: finished messages registered before ")
+    assert "held 1 message(s) whose events are not delivered to Kafka yet" in dry.stdout
+    assert "held 1 message(s) whose mailbox mark is not written yet" in dry.stdout
     assert ids_in(app, "proc_state") == {done, bad, ignored, undelivered, owed, failing}
 
     run = msgx(env_for, "archive", "--older-than", "0s")
@@ -101,7 +105,8 @@ def test_archive_moves_only_finished_messages_with_history_and_events(app, env_f
 
 def table_counts(stdout: str) -> dict[str, int]:
     """The per-table counts ``msgx archive`` prints."""
-    lines = stdout.splitlines()[1:]
+    lines = stdout.splitlines()
+    lines = lines[next(i for i, x in enumerate(lines) if x.startswith("table")) + 1:]
     rows = [line.rsplit(None, 1) for line in lines[:next(i for i, x in enumerate(lines) if " row(s) in " in x)]]
     return {name.strip(): int(n) for name, n in rows if int(n)}
 
@@ -232,3 +237,24 @@ def test_identity_bindings_past_the_window_go_but_a_backlog_keeps_its_own(app, c
     assert Archiver(app.engine, clock).run(policy, dry_run=True).counts["msg_identity"] == 1
     report = Archiver(app.engine, clock).run(policy)
     assert report.counts["msg_identity"] == 1 and count(app, "msg_identity") == 0
+
+
+def test_the_report_names_its_cutoff_and_the_identity_window_holding_messages(app, clock):
+    """US-11, D26, OPS-2: with a retention shorter than the identity window the cutoff is the window's,
+    and the report (dry run and run alike) says so and counts the finished, delivered messages the
+    window holds back, instead of printing zeros with no reason."""
+    done = app.mailbox.put(gtdt("HW1", (1, "A1")))
+    drain_now(app)
+    deliver_all(app)
+    clock.advance(2 * 3600)
+    policy = ArchivePolicy(older_than=timedelta(hours=1), identity_window=timedelta(hours=24))
+    for dry in (True, False):
+        report = Archiver(app.engine, clock).run(policy, dry_run=dry)
+        lines = report.lines()
+        cutoff = clock.now() - timedelta(hours=24)
+        assert lines[0] == (f"cutoff: finished messages registered before {cutoff:%Y-%m-%d %H:%M:%S %Z} "
+                            "(the identity window 1 day, longer than the retention 1 hour)")
+        assert report.held == {"identity_window": 1, "undelivered": 0, "mark_owed": 0}
+        assert any(line.startswith("held 1 finished message(s) past the retention but inside the identity "
+                                   "window") for line in lines)
+    assert ids_in(app, "proc_state") == {done}

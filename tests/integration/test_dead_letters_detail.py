@@ -67,7 +67,7 @@ def test_acknowledged_unsupported_messages_leave_the_unsupported_check(app):
     drain_now(app)
     r = app.check("unsupported_types")
     assert not r.passed and "ZZZZ-XXXX ×1" in r.summary
-    assert "`msgx replay --status SKIPPED --reason unsupported`" in r.summary
+    assert "`msgx replay --status SKIPPED --select-reason unsupported`" in r.summary
     acknowledge(app, unknown)
     assert app.check("unsupported_types").passed
 

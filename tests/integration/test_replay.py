@@ -12,7 +12,7 @@ import subprocess
 from msgx_engine.pipeline.replay import Replayer
 from msgx_engine.store import audit
 from msgx_engine.store.queue import Selection
-from tests.builders import gtdt
+from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN
 from tests.fault_support import fault_fixture, sql, until_dead  # noqa: F401  (the `fault` fixture)
 from tests.pipeline_support import drain_now, events, gates, history, proc
@@ -95,6 +95,31 @@ def test_malformed_is_refused_state_unchanged_exit_2(app, env_for):
     [(entry, items)] = audit_rows(app)
     assert [(i.before_status, i.after_status, i.result) for i in items] == [("DEAD", "DEAD", "refused: malformed")]
     assert entry.outcome["requeued"] == 0 and entry.outcome["refused"] == 1
+
+
+def test_reason_is_only_the_audit_text_and_select_reason_selects(app, cli_run):
+    """US-10 AC1/AC4: `--reason` is the operator's audit text and never a selection: a preview
+    given `--reason unsupported` (the old spelling) is refused naming `--select-reason`, which
+    selects in a preview and an apply alike; an apply records the selection and the reason apart."""
+    unsupported = app.mailbox.put(envelope("ZZZZ", "XXXX", "\t<X/>\n"))
+    ignored = app.mailbox.put(envelope("LDM", "NONE", "<LDM/>\n"))
+    malformed = app.mailbox.put("<MSG><META><SNDR>AODB</SNDR>")
+    drain_now(app)
+    assert proc(app, ignored).status == "SKIPPED" and proc(app, ignored).reason != "unsupported"
+
+    code, out, err = cli_run("replay", "--status", "SKIPPED", "--reason", "unsupported")
+    assert code == 2 and out == "" and "--select-reason" in err and "audit text" in err
+    code, out, err = cli_run("replay", "--status", "SKIPPED", "--select-reason", "unsupported")
+    assert code == 0, err
+    assert f"mailbox id {unsupported}:" in out and f"mailbox id {ignored}:" not in out
+    assert "1 message(s) selected" in out
+
+    code, out, err = cli_run("replay", "--status", "DEAD", "--select-reason", "malformed", "--apply",
+                             "--operator", "bob", "--reason", "unsupported")
+    assert code == 2 and f"mailbox id {malformed}:" in out
+    [(entry, items)] = audit_rows(app)
+    assert entry.reason == "unsupported" and entry.selection["reasons"] == ["malformed"]
+    assert [i.msg_id for i in items] == [malformed]
 
 
 def test_mixed_selection_is_all_or_nothing(app, clock, env_for, fault):

@@ -10,6 +10,9 @@ message.
 
 from __future__ import annotations
 
+import logging
+import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -18,10 +21,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
+from msgx_engine import db
 from msgx_engine.db import MYSQL_IO_TIMEOUT_S, PG_KEEPALIVES, make_engine
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline.intake import Intake, IntakeStats
 from tests.builders import gtdt
+from tests.conftest import MSGX_BIN
 from tests.pipeline_support import drain_now, gates, is_marked, proc
 from tests.silent_proxy import SilentProxy
 
@@ -102,3 +107,45 @@ def test_every_connection_carries_its_timeouts(app):
     with app.engine.connect() as conn:
         params = conn.connection.driver_connection.info.get_parameters()
         assert {k: params.get(k) for k in PG_KEEPALIVES} == {k: str(v) for k, v in PG_KEEPALIVES.items()}
+
+
+def test_a_stale_connection_costs_one_short_ping_not_two_read_timeouts(app, mailbox_url, monkeypatch, caplog):
+    """L13, OPS-2: the mailbox goes silent under a pump that has read it. The pool's liveness ping and
+    a reconnect are bounded by the short handshake timeout, so the intake pass gives up within one
+    read timeout (the runbook's minute; here 8 s), not two, and its log line says "timed out" and
+    names the mailbox host it waited on, not only the exception class."""
+    monkeypatch.setattr(db, "MYSQL_HANDSHAKE_TIMEOUT_S", 1)
+    url = make_url(mailbox_url)
+    proxy = SilentProxy((url.host or "127.0.0.1", url.port or 3306))
+    through = url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False)
+    mailbox = Mailbox(through, engine=make_engine(through, autocommit=True, pool_size=2, io_timeout_s=8))
+    direct, app.mailbox = app.mailbox, mailbox
+    try:
+        direct.put(gtdt("S2", (1, "A1")))
+        drain_now(app)                           # the pool now holds a connection through the proxy
+        proxy.holding.set()
+        started = time.monotonic()
+        with caplog.at_level(logging.WARNING, logger="msgx_engine.pipeline.intake"):
+            stats = _scan_within(app, 60)
+        took = time.monotonic() - started
+        assert stats is not None and stats.registered == 0 and stats.source_error
+        assert took < 12, f"the pass waited {took:.1f} s: more than one read timeout"
+        [line] = [r.getMessage() for r in caplog.records if "unreachable" in r.getMessage()]
+        assert f"mailbox 127.0.0.1:{proxy.port} unreachable" in line and "timed out" in line
+    finally:
+        app.mailbox = direct
+        proxy.holding.clear()
+        mailbox.dispose()
+        proxy.stop()
+
+
+def test_the_plain_pump_gives_up_a_silent_mailbox_within_the_runbooks_minute(app, env_for):
+    """L13, OPS-2 (runbook, Mailbox unreachable: "given up after 60 seconds"): `msgx pump` pointed
+    at a mailbox port that accepts connections and never answers exits within the minute, refused
+    (exit 2), saying it timed out and naming the host and port it waited on."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:
+        port = silent.getsockname()[1]
+        done = subprocess.run([MSGX_BIN, "pump"], capture_output=True, text=True, timeout=60,
+                              env=env_for(MSGX_MAILBOX_URL=f"mysql+pymysql://root@127.0.0.1:{port}/aodbinterface"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"mailbox 127.0.0.1:{port} unreachable" in done.stderr and "timed out" in done.stderr, done.stderr

@@ -157,14 +157,17 @@ def test_state_schema_behind_exits_2_saying_to_upgrade(pg_dbs, env_for):
 
 def test_mailbox_unreachable_alone_is_a_failing_check(app, env_for, samples):
     """The mailbox at a closed port while the state database answers: exit 1 (not 2); the
-    liveness check fails saying the mailbox cannot be read, and the backlog says it did not answer."""
+    liveness check fails saying the mailbox cannot be read and points to the runbook's "Mailbox
+    unreachable" section and a query of the mailbox (not "Pipeline stalled"), and the backlog says it
+    did not answer."""
     load_stand_mapping(app, samples)
     code, out, err, took = status(env_for(MSGX_MAILBOX_URL="mysql+pymysql://root@127.0.0.1:1/none"), "--json")
     assert code == 1, out + err
     doc = json.loads(out)
     liveness = {c["name"]: c for c in doc["checks"]}["pipeline_liveness"]
     assert liveness["state"] == "FAILING" and "mailbox cannot be read" in liveness["cause"]
-    assert liveness["runbook"] == "docs/runbook.md#pipeline-stalled"
+    assert liveness["runbook"] == "docs/runbook.md#mailbox-unreachable"
+    assert liveness["first_command"].startswith("mysql -h MAILBOX_HOST")
     assert doc["backlog"]["mailbox_up"] is False and doc["backlog"]["unregistered_rows"] is None
     assert doc["backlog"]["mailbox_error"]
     assert took < 20
@@ -181,3 +184,15 @@ def test_a_configured_redis_that_does_not_answer_is_drift_not_measured(env_for):
     drift = {c["name"]: c for c in doc["checks"]}["projection_drift"]
     assert drift["state"] == "FAILING" and "not measured" in drift["cause"]
     assert drift["first_command"] == "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job"
+
+
+def test_an_undecodable_dead_letter_shows_the_type_its_mailbox_row_states(app, env_for):
+    """OPS-2: a body that cannot be decoded leaves msgx no TYPE/STYP of its own; `msgx status` takes
+    them from the mailbox row's TYPE and SUBTYPE columns (filled as the AODB adapter does), so the
+    dead letter shows FLOP/CNCL rather than ?/?."""
+    [broken] = drain(app, "<MSG><META><SNDR>AODB</SNDR><TYPE>FLOP</TYPE><STYP>CNCL</STYP></META><FLOP>")
+    assert app.mailbox.kinds([broken]) == {broken: ("FLOP", "CNCL")}
+    code, out, err, _ = status(env_for(), "--json")
+    assert code == 1, out + err
+    [letter] = json.loads(out)["dead_letters"]["oldest"]
+    assert (letter["msg_id"], letter["type"], letter["styp"], letter["reason"]) == (broken, "FLOP", "CNCL", "malformed")

@@ -21,7 +21,6 @@ def row(status: str, reason: str | None = None, acknowledged_by: str | None = No
 
 @pytest.mark.parametrize("status,reason,expected", [
     ("DEAD", "malformed", None),
-    ("DEAD", "exhausted", None),
     ("DEAD", "oversize", None),
     ("SKIPPED", "unsupported", None),
     ("SKIPPED", "duplicate", "refused: SKIPPED(duplicate) does not wait for an operator"),
@@ -37,6 +36,20 @@ def test_only_dead_and_unsupported_messages_wait_for_an_operator(status, reason,
     if expected:
         assert got is not None and got.startswith(expected)
     assert row(status, reason).waits_for_operator == (expected is None)
+
+
+@pytest.mark.parametrize("reason", ["exhausted", "missing"])
+def test_a_replayable_dead_letter_is_refused_unless_the_operator_insists(reason):
+    """OPS-2, US-10 AC2: a dead letter a replay fixes once its cause is gone waits for an operator,
+    but acknowledging it would drop its effect for good: refused, naming the replay preview and
+    --even-if-replayable; with that flag it may be closed."""
+    dead = row("DEAD", reason)
+    assert dead.waits_for_operator and dead.replayable_dead
+    got = refusal(dead) or ""
+    assert got.startswith(f"refused: DEAD({reason}) is replayable once its cause is fixed")
+    assert "msgx replay --ids 1" in got and "--even-if-replayable" in got
+    assert refusal(dead, even_if_replayable=True) is None
+    assert not row("DEAD", "malformed").replayable_dead
 
 
 def test_unknown_and_already_acknowledged_are_refused():

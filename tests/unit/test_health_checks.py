@@ -4,6 +4,7 @@ liveness and the stand mapping. Each passes on a healthy snapshot and fails just
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -20,6 +21,7 @@ from msgx_engine.monitor.checks import (
 from msgx_engine.monitor.figures import Figures, MailboxSide
 from msgx_engine.store.bridges import MappingStatus
 from msgx_engine.store.monitoring import Heartbeat
+from msgx_engine.store.overview import DeadLetter
 
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
@@ -92,3 +94,15 @@ def test_an_empty_queue_has_no_age():
                     oldest_backfill_at=None, unsent_by_topic={}, oldest_unsent_at=None)
     assert (empty.head_age_s, empty.backfill_age_s, empty.unsent_age_s) == (0.0, 0.0, 0.0)
     assert all(r.passed for r in evaluate(empty, None))
+
+
+def test_a_dead_letters_cause_names_each_flight_whole():
+    """OPS-2: the dead-letter cause cuts a long error between words, so a FLID in it is shown whole
+    or not at all: the demo's refused cancellation was shown as "flight 2612070;", another flight."""
+    error = ("INFRA ProgrammingError: (psycopg.errors.InsufficientPrivilege) demo fault: the state database "
+             "refuses to cancel flight 2612050186 (CZ3424); the fix: msgx demo --fix-fault")
+    letter = DeadLetter(155, "FLOP", "CNCL", "exhausted", "INFRA", error, NOW, NOW)
+    r = by_name(replace(HEALTHY, dead=1, dead_letters=(letter,)))["dead_letters"]
+    flights = re.findall(r"flight (\d+)", r.summary)
+    assert all(f == "2612050186" for f in flights), r.summary
+    assert "155 FLOP/CNCL exhausted" in r.summary

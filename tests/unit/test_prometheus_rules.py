@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import re
 import subprocess
+from dataclasses import replace
 
 import pytest
 import yaml
 
+from msgx_engine.monitor.checks import MAX_BACKFILL_AGE_S, MAX_HEAD_AGE_S, MAX_UNSENT_AGE_S, Drift, evaluate
+from msgx_engine.monitor.figures import MailboxSide
+from msgx_engine.store.bridges import MappingStatus
 from tests.prometheus_support import (
     DOCS_PLACEHOLDER,
     EXAMPLE_CONFIG,
@@ -24,6 +28,7 @@ from tests.prometheus_support import (
     runbook_anchors,
     tool,
 )
+from tests.unit.test_health_checks import HEALTHY, ago
 
 # One rule per health check (the check names of msgx_engine/monitor/checks.py), plus the liveness
 # rules that no check covers on its own.
@@ -131,3 +136,33 @@ def test_faults_are_detected_by_prometheus_alone(name: str, expr: str) -> None:
     """The rules read the raw figures msgx exports, not only the monitor's verdicts, so Prometheus
     detects these faults even while the Dagster daemon (which runs the health checks) is down."""
     assert any(expr in rule["expr"] for rule in rules()), name
+
+
+# The health check each rule alerts on, and a change of a healthy snapshot that fails it.
+RULE_CHECKS = {
+    "MsgxBacklogAge": ("backlog_age", {"oldest_open_at": ago(MAX_HEAD_AGE_S + 1)}),
+    "MsgxDeadLetters": ("dead_letters", {"dead": 1}),
+    "MsgxDeliveryBacklog": ("delivery_backlog", {"oldest_unsent_at": ago(MAX_UNSENT_AGE_S + 1)}),
+    "MsgxBackfillLag": ("backfill_lag", {"oldest_backfill_at": ago(MAX_BACKFILL_AGE_S + 1)}),
+    "MsgxUnsupportedTypes": ("unsupported_types", {"unsupported_recent": [("ZZZZ-XXXX", 2)]}),
+    "MsgxRequestTimeouts": ("request_timeouts", {"request_outcomes": [("RQFD", "NONE", "TIMEOUT", 5)]}),
+    "MsgxStandMapping": ("stand_mapping", {"stand_mapping": MappingStatus(False, 2)}),
+    "MsgxPipelineStalled": ("pipeline_liveness", {"pump_lock_held": False, "heartbeats": [],
+                                                  "mailbox": MailboxSide(True, 5, ago(90))}),
+}
+
+
+@pytest.mark.parametrize("alert", sorted(RULE_CHECKS))
+def test_a_rule_pages_only_where_its_check_is_an_error(alert: str) -> None:
+    """OPS-2: the alert and the health check an operator reads in `msgx status` and the Dagster UI
+    agree on how bad the same state is: a check that is a warning (an operator's to-do, WARN) has a
+    `ticket` rule; a `page` rule's check fails as an error (FAILING). The delivery backlog paged
+    while its check said WARN."""
+    name, change = RULE_CHECKS[alert]
+    [result] = [r for r in evaluate(replace(HEALTHY, **change), Drift(total=0)) if r.name == name]
+    assert not result.passed, result.summary
+    severity = {rule["alert"]: rule["labels"]["severity"] for rule in rules()}[alert]
+    if severity == "page":
+        assert not result.warn_only, f"{alert} pages while {name} is only a warning"
+    if result.warn_only:
+        assert severity == "ticket", f"{name} is a warning while {alert} pages"

@@ -131,7 +131,7 @@ def test_every_dagster_job_and_sensor_the_runbook_names_exists(dagster_defs):
     the code location."""
     text = " ".join(code_blocks(RUNBOOK_TEXT) + inline_code(RUNBOOK_TEXT))
     jobs = set(re.findall(r"-j (\w+)", text))
-    sensors = set(re.findall(r"dagster sensor (?:start|stop) (?:-m \S+ )?(\w+)", text))
+    sensors = set(re.findall(r"dagster sensor (?:start|stop) (?:-[mw] \S+ )?(\w+)", text))
     sensors |= set(re.findall(r"`(\w+_sensor)`", RUNBOOK_TEXT))
     assert "projection_rebuild_job" in jobs and {"inbox_sensor", "health_sensor"} <= sensors
     for job in jobs:
@@ -144,3 +144,25 @@ def test_the_runbook_speaks_the_operators_language():
     """Operator-facing text carries no internal requirement, decision or issue ids."""
     found = INTERNAL_ID.findall(RUNBOOK_TEXT)
     assert not found, f"internal ids in the runbook: {found}"
+
+
+def test_dagster_commands_are_in_their_production_form_listed_once_before_you_start():
+    """OPS-2 (docs/deployment.md): every `dagster` command the runbook tells an operator to run uses
+    the production workspace (`-w /etc/msgx/workspace.yaml`), not the slow development form that
+    loads msgx's code (`-m msgx_dagster.definitions`), and "Before you start" lists each of them once,
+    with the helpers that run it as msgx's user with its settings and instance."""
+    before, _, body = RUNBOOK_TEXT.partition("## Start here: msgx status")
+    start = before[before.index("**Before you start.**"):]
+    helpers = code_blocks(start)
+    assert any(line.startswith("as_msgx() { systemd-run --uid=msgx") and "EnvironmentFile=/etc/msgx/msgx.env" in line
+               and "DAGSTER_HOME=" in line for line in helpers)
+    def shape(command: str) -> str:
+        return " ".join(w for w in command.split()[:3])
+    listed = [c for c in helpers if c.startswith("dagster ")]
+    assert len({shape(c) for c in listed}) == len(listed), "a dagster command is listed twice"
+    used = [c for c in code_blocks(body) + inline_code(body) if c.startswith("dagster ")]
+    assert used
+    for command in used:
+        assert "-m msgx_dagster.definitions" not in command, command
+        assert "-w /etc/msgx/workspace.yaml" in command or command.startswith("dagster run "), command
+        assert shape(command) in {shape(c) for c in listed}, f"not listed in Before you start: {command}"

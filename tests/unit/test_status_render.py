@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 
-from msgx_engine.monitor.checks import CheckResult
+from msgx_engine.monitor.checks import CheckResult, pipeline_liveness
+from msgx_engine.monitor.figures import MailboxSide
 from msgx_engine.monitor.status import (
     EXIT_FAILING,
     EXIT_OK,
@@ -23,6 +25,7 @@ from msgx_engine.monitor.status import (
 )
 from msgx_engine.monitor.status_render import as_json, render_text, verdict
 from msgx_engine.store.overview import DeadLetter, SnapshotRun, TopicBacklog
+from tests.unit.test_health_checks import HEALTHY
 
 NOW = datetime(2026, 12, 4, 22, 0, tzinfo=UTC)
 
@@ -95,3 +98,41 @@ def test_text_fits_the_width_in_aligned_columns_and_matches_the_json():
     assert doc["outbox"] == [{"topic": "msg", "undelivered": 12, "oldest_undelivered_age_s": 130.0, "dead": 2}]
     assert doc["backlog"]["unregistered_rows"] == 50 and doc["pump"]["pid"] == 4242
     assert doc["snapshots"]["days"][0]["differing"] == 5
+
+
+def test_acknowledge_suggestion_offers_only_what_a_replay_cannot_fix():
+    """OPS-2, US-10 AC2: the dead-letter section prints the replayable dead letters (retries ran
+    out, row missing) apart, with their replay preview, and offers `msgx acknowledge` only for
+    those a replay cannot fix: pasting the printed line never closes a fixable one."""
+    def letter(msg_id: int, reason: str) -> DeadLetter:
+        return DeadLetter(msg_id, "FLOP", "CNCL", reason, "INFRA", "x", NOW, NOW)
+
+    r = report(lines_for([CheckResult("dead_letters", False, "4 wait", warn_only=True)]))
+    r = StatusReport(**{**vars(r), "dead_letters_waiting": 4, "dead_letters": [
+        letter(155, "exhausted"), letter(354, "malformed"), letter(400, "missing"), letter(702, "oversize")]})
+    text = render_text(r, width=120)
+    [ack] = [ln for ln in text.splitlines() if "msgx acknowledge" in ln]
+    assert re.findall(r"\d+", ack.split("acknowledge", 1)[1]) == ["354", "702"]
+    assert "replayable once the cause is fixed: 155 400" in text
+    assert "preview their replay:   msgx replay --ids 155,400" in text
+    doc = as_json(r)["dead_letters"]
+    assert isinstance(doc, dict)
+    assert [(d["msg_id"], d["replayable"]) for d in doc["oldest"]] == [
+        (155, True), (354, False), (400, True), (702, False)]
+
+    only_fixable = StatusReport(**{**vars(r), "dead_letters": [letter(155, "exhausted")]})
+    assert "msgx acknowledge" not in render_text(only_fixable, width=120)
+
+
+def test_a_mailbox_outage_names_the_mailbox_section_not_a_stalled_pipeline():
+    """OPS-2: when pipeline_liveness fails because the mailbox cannot be read, `msgx status` points
+    to the runbook's "Mailbox unreachable" section and its first command (a query of the mailbox),
+    not to "Pipeline stalled" and the Dagster sensor list; a real stall keeps its own."""
+    down = pipeline_liveness(replace(HEALTHY, mailbox=MailboxSide(False, error="OperationalError: timed out")), None)
+    line = check_line(down, 7)
+    assert (line.state, line.runbook) == ("FAILING", "docs/runbook.md#mailbox-unreachable")
+    assert line.first_command is not None and line.first_command.startswith("mysql -h MAILBOX_HOST")
+    assert "FROM cminmsgs" in line.first_command
+    stalled = pipeline_liveness(replace(HEALTHY, pump_lock_held=False, heartbeats=[],
+                                        mailbox=MailboxSide(True, 5, HEALTHY.now - timedelta(seconds=90))), None)
+    assert check_line(stalled, 7).runbook == "docs/runbook.md#pipeline-stalled"
