@@ -17,7 +17,9 @@ Why the steps are split the way they are:
   lock): a second concurrent ``send_pending`` returns at once instead of racing the lookup.
 - C-24: at most one SENT, unanswered request per message type (RQFD, RQRD). A REGISTERED request
   waits while another of its type is in flight; since every SENT request ends (answer, EROR or
-  TIMEOUT), nothing waits forever (AC3).
+  TIMEOUT), nothing waits forever (AC3). After a TIMEOUT the next request of its kind waits one
+  more timeout (decision L14): the AODB's late answer, which echoes no SEQN, then finds the
+  timed-out request and is refused as late instead of being taken by the next one.
 - ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
   to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
   SCHD RESP; the reference line for RQRD RESP), FAILED by the EROR line (``handlers.eror``),
@@ -173,7 +175,7 @@ class RequestTracker:
     def _claim_next(self) -> _Claim | None:
         """The oldest REGISTERED request whose type has nothing in flight, with its SEQN committed."""
         with self.engine.begin() as conn:
-            row = store.next_sendable(conn)
+            row = store.next_sendable(conn, self.clock.now(), TIMEOUT_S)
             if row is None:
                 return None
             if row.seqn is not None:

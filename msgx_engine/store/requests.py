@@ -159,13 +159,19 @@ class Sendable:
     seqn: str | None
 
 
-def next_sendable(conn: Connection) -> Sendable | None:
-    """The oldest REGISTERED request whose kind has nothing SENT (one in flight per kind, C-24),
-    row-locked (skipping rows another sender holds)."""
+def next_sendable(conn: Connection, now: datetime, timeout_s: Mapping[str, float]) -> Sendable | None:
+    """The oldest REGISTERED request whose type has nothing SENT (one in flight per type, C-24) and
+    whose kind (type and subtype: what an answer is matched by) has had no request time out in the
+    last ``timeout_s[rtype]`` seconds (decision L14: a late answer to it must find no newer request
+    in flight), row-locked (skipping rows another sender holds)."""
     s = req_track.alias("s")
     inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == RequestStatus.SENT).exists()
+    resting = select(s.c.req_id).where(
+        s.c.rtype == _c.rtype, s.c.styp == _c.styp, s.c.status == RequestStatus.TIMEOUT,
+        or_(*(and_(s.c.rtype == rtype, s.c.done_at > now - timedelta(seconds=secs))
+              for rtype, secs in timeout_s.items()))).exists()
     row = conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.start_text, _c.end_text, _c.seqn)
-                       .where(_c.status == RequestStatus.REGISTERED, ~inflight)
+                       .where(_c.status == RequestStatus.REGISTERED, ~inflight, ~resting)
                        .order_by(_c.req_id).limit(1).with_for_update(skip_locked=True)).first()
     return None if row is None else Sendable(row.req_id, row.rtype, row.styp, row.start_text, row.end_text,
                                              row.seqn)
