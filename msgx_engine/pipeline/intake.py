@@ -50,6 +50,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
+from msgx_engine.pipeline.request_adoption import adopt_sent
 from msgx_engine.store import queue
 
 log = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ class Intake:
                 candidates += self.mailbox.unprocessed_ids(low, self.batch * 4)
                 candidates += self._sweep_slice(conn, base, now)
                 self._last_late = now
+            adopt_sent(conn, self.mailbox, now)          # before the answers among the rows are processed (L16)
             ids = sorted(set(candidates))
             known = queue.registered_among(conn, ids)
             new_ids = [i for i in ids if i not in known]

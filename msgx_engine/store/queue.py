@@ -14,6 +14,7 @@ event release (INV-8). The rest is SQLAlchemy Core: it runs once per batch or sc
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -422,15 +423,19 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
     return Registration(len(new_ids), frozenset(late), len(holes))
 
 
-def register_recovered(conn: Connection, ids: list[int], now: datetime) -> list[int]:
+def register_recovered(conn: Connection, ids: list[int], now: datetime,
+                       registered_at: Mapping[int, datetime] | None = None) -> list[int]:
     """``msgx recover``: register rows that are marked processed in the mailbox but unknown here
     (PENDING, late when below the largest registered id), their gaps arrived, the high-water mark
-    raised past them. Returns the ids registered now (one already registered is left alone)."""
+    raised past them. ``registered_at``: when another installation registered them (a rollback
+    brings it over, so an answer among them is judged by when it arrived, decision L16); else now.
+    Returns the ids registered now (one already registered is left alone)."""
     top = max_registered(conn)
+    when = registered_at or {}
     registered: list[int] = []
     for n in range(0, len(ids), 2000):
         chunk = ids[n:n + 2000]
-        rows = [{"msg_id": i, "status": Status.PENDING, "created_at": now, "updated_at": now,
+        rows = [{"msg_id": i, "status": Status.PENDING, "created_at": when.get(i, now), "updated_at": now,
                  "late_arrival": i < top} for i in chunk]
         done = conn.execute(pg_insert(proc_state).values(rows).on_conflict_do_nothing(index_elements=["msg_id"])
                             .returning(proc_state.c.msg_id))
@@ -439,6 +444,15 @@ def register_recovered(conn: Connection, ids: list[int], now: datetime) -> list[
                      .values(arrived_at=now))
     raise_high_water(conn, max(ids))
     return sorted(registered)
+
+
+def registrations(conn: Connection, ids: Sequence[int]) -> dict[int, datetime]:
+    """msg_id -> when it was registered (``proc_state.created_at``), for ``ids``."""
+    found: dict[int, datetime] = {}
+    for n in range(0, len(ids), 2000):
+        found.update(conn.execute(select(proc_state.c.msg_id, proc_state.c.created_at)
+                                  .where(proc_state.c.msg_id.in_(list(ids[n:n + 2000])))).tuples().all())
+    return found
 
 
 def record_full_scan(conn: Connection, now: datetime) -> None:

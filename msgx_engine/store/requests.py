@@ -19,6 +19,7 @@ from sqlalchemy import Connection, RowMapping, and_, case, func, insert, or_, se
 
 from msgx_engine.handlers.answers import ANSWERABLE, OpenRequest, RequestCompletion
 from msgx_engine.handlers.eror import InFlight, RequestFailure
+from msgx_engine.sis.requests import SentRequest
 from msgx_engine.store import metric_totals
 from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
@@ -224,6 +225,46 @@ def open_requests(conn: Connection) -> list[RowMapping]:
     """The open requests (REGISTERED, SENT), oldest first, for status output."""
     return list(conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.fday, _c.status, _c.seqn, _c.coutmsgs_id,
                                     _c.sent_at).where(_c.status.in_(OPEN)).order_by(_c.req_id)).mappings().all())
+
+
+# --- requests another installation sent (decision L16) --------------------------------------------
+ADOPTED = "sent by another installation: read from the mailbox (COUTMSGS id {})"
+
+
+def adoption_position(conn: Connection) -> int:
+    """The largest COUTMSGS id this installation holds a request for: rows above it are read."""
+    return int(conn.execute(select(func.coalesce(func.max(_c.coutmsgs_id), 0))).scalar_one())
+
+
+def being_sent(conn: Connection) -> set[tuple[str, str, str]]:
+    """(rtype, styp, seqn) of this installation's requests whose SEQN is chosen but whose COUTMSGS
+    row is not recorded yet: a row carrying one of them is its own, not another installation's."""
+    rows = conn.execute(select(_c.rtype, _c.styp, _c.seqn).where(_c.status == RequestStatus.REGISTERED,
+                                                                 _c.seqn.is_not(None)))
+    return {(r.rtype, r.styp, r.seqn) for r in rows}
+
+
+def adopt(conn: Connection, requests: Sequence[SentRequest], now: datetime,
+          timeout_s: Mapping[str, float]) -> list[int]:
+    """Record requests another installation wrote to COUTMSGS as this installation's own sent
+    ones, so an answer to them gets the verdict it gets there (decision L16): SENT, or TIMEOUT
+    when their timeout has passed (``done_at`` the instant it passed). Their ids."""
+    known = set(conn.execute(select(_c.coutmsgs_id).where(
+        _c.coutmsgs_id.in_([r.coutmsgs_id for r in requests]))).scalars()) if requests else set()
+    rows = []
+    for r in requests:
+        if r.coutmsgs_id in known:
+            continue
+        timed_out = r.sent_at + timedelta(seconds=timeout_s[r.rtype])
+        closed = timed_out <= now
+        rows.append({"rtype": r.rtype, "styp": r.styp, "fday": r.fday, "start_text": r.start_text,
+                     "end_text": r.end_text, "seqn": r.seqn, "coutmsgs_id": r.coutmsgs_id, "created_at": now,
+                     "sent_at": r.sent_at, "status": RequestStatus.TIMEOUT if closed else RequestStatus.SENT,
+                     "adopted": True, "done_at": timed_out if closed else None,
+                     "detail": ADOPTED.format(r.coutmsgs_id)})
+    if not rows:
+        return []
+    return list(conn.execute(insert(req_track).values(rows).returning(_c.req_id)).scalars())
 
 
 # --- figures for the monitor (read-only) ------------------------------------------------------------

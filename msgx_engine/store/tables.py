@@ -269,6 +269,7 @@ req_track = Table(
     _ts("sent_at"),
     _ts("done_at"),
     Column("seqn", Text),                       # META SEQN, recorded before the COUTMSGS insert (0005)
+    Column("adopted", Boolean, nullable=False, server_default=text("false")),   # sent by another installation (0018)
 )
 
 ref_master = Table(

@@ -149,7 +149,7 @@ def test_crash_between_coutmsgs_insert_and_pg_update_does_not_resend(app, tracke
     reg = tracker.register_rqrd("GLST")
     real_mark = RequestTracker._mark_sent
 
-    def crash(self, claim, coutmsgs_id):
+    def crash(self, claim, coutmsgs_id, sent_at):
         raise MailboxCrash("process died after the COUTMSGS insert")
 
     monkeypatch.setattr(RequestTracker, "_mark_sent", crash)
