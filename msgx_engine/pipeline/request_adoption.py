@@ -6,9 +6,10 @@ rollback and a restored one after ``msgx recover`` did not send the requests the
 answer; reading those requests from COUTMSGS (the window, the day, the SEQN, and DTTM, the
 sender's clock at sending, which is also the sender's ``sent_at``) lets them match the answer to
 the same request with the same window and judge it by the same times as the installation that sent
-it. The intake does this on every pass, before the rows it registers are processed; only the
-newest rows above the largest COUTMSGS id already held are read (an answer is matched to the
-newest requests only).
+it. The intake does this on every pass, before the rows it registers are processed. It reads the
+COUTMSGS rows above the largest id it has read in this process (at first: the largest one its
+``req_track`` holds), and of them only the newest requests (an answer is matched to the newest
+requests only), so a pass costs a primary-key read of the rows written since the last one.
 """
 
 from __future__ import annotations
@@ -28,14 +29,15 @@ log = logging.getLogger(__name__)
 NEWEST = 20          # as many as the answer matcher looks at (``store.requests.answer_candidates``)
 
 
-def adopt_sent(conn: Connection, mailbox: Mailbox, now: datetime) -> list[int]:
-    """Record the requests in COUTMSGS that this installation does not hold (its ``req_track`` ids)."""
-    rows = mailbox.requests_after(store.adoption_position(conn), tuple(sis.ROUTING.values()), NEWEST)
-    if not rows:
-        return []
-    own = set() if mailbox.read_only else store.being_sent(conn)
-    found = [r for r in (sis.read_sent(i, body) for i, body in rows) if r is not None]
-    adopted = store.adopt(conn, [r for r in found if (r.rtype, r.styp, r.seqn) not in own], now, TIMEOUT_S)
-    if adopted:
-        log.info("requests sent by another installation taken from the mailbox: %s", adopted)
-    return adopted
+def adopt_sent(conn: Connection, mailbox: Mailbox, now: datetime, read_upto: int | None) -> int:
+    """Record the requests in COUTMSGS above ``read_upto`` (None: above the largest COUTMSGS id
+    this installation holds) that it did not write itself. The largest COUTMSGS id read."""
+    after = store.adoption_position(conn) if read_upto is None else read_upto
+    top, rows = mailbox.requests_after(after, tuple(sis.ROUTING.values()), NEWEST)
+    if rows:
+        own = set() if mailbox.read_only else store.being_sent(conn)
+        found = [r for r in (sis.read_sent(i, body) for i, body in rows) if r is not None]
+        adopted = store.adopt(conn, [r for r in found if (r.rtype, r.styp, r.seqn) not in own], now, TIMEOUT_S)
+        if adopted:
+            log.info("requests sent by another installation taken from the mailbox: %s", adopted)
+    return top

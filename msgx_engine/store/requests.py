@@ -16,6 +16,7 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy import Connection, RowMapping, and_, case, func, insert, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.handlers.answers import ANSWERABLE, OpenRequest, RequestCompletion
 from msgx_engine.handlers.eror import InFlight, RequestFailure
@@ -264,7 +265,8 @@ def adopt(conn: Connection, requests: Sequence[SentRequest], now: datetime,
                      "detail": ADOPTED.format(r.coutmsgs_id)})
     if not rows:
         return []
-    return list(conn.execute(insert(req_track).values(rows).returning(_c.req_id)).scalars())
+    return list(conn.execute(pg_insert(req_track).values(rows).on_conflict_do_nothing(
+        index_elements=[_c.coutmsgs_id], index_where=_c.adopted).returning(_c.req_id)).scalars())
 
 
 # --- figures for the monitor (read-only) ------------------------------------------------------------

@@ -271,6 +271,7 @@ req_track = Table(
     Column("seqn", Text),                       # META SEQN, recorded before the COUTMSGS insert (0005)
     Column("adopted", Boolean, nullable=False, server_default=text("false")),   # sent by another installation (0018)
 )
+Index("req_track_adopted_idx", req_track.c.coutmsgs_id, unique=True, postgresql_where=req_track.c.adopted)
 
 ref_master = Table(
     "ref_master",
