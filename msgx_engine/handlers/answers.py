@@ -122,10 +122,11 @@ def _unambiguous(chosen: OpenRequest, older: Sequence[OpenRequest]
     """``chosen``, unless an answer that names no day may as well be the late answer to a request
     of another day sent before it and never answered (decision L15). The AODB answers its requests
     in order, so only the requests that timed out since the last one of the kind that was answered
-    or failed can still be answered."""
+    or failed can still be answered. An older one still SENT is unanswered too (one read from the
+    mailbox in an installation whose tracker does not run, decision L16)."""
     others = []
     for request in older:                       # newest first, all sent before ``chosen``
-        if request.status != "TIMEOUT":
+        if request.status not in ANSWERABLE:
             break
         if request.fday != chosen.fday:
             others.append(f"request {request.req_id} for {request.fday}")

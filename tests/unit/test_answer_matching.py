@@ -91,3 +91,5 @@ def test_an_empty_answer_is_not_taken_while_another_days_request_may_still_be_an
     answered = req(4, 50, "DONE", fday=D10)
     assert select_request(answer(), "RQFD", (d10, answered, d9_out), at(125), dayless=True) == (d10, None)
     assert select_request(answer(), "RQFD", (d10, d10_out, d9_out), at(125), dayless=True)[0] is None
+    d9_unclosed = req(5, 0, "SENT", fday=D9)       # read from the mailbox, never timed out here (L16)
+    assert select_request(answer(), "RQFD", (d10, d9_unclosed), at(125), dayless=True)[0] is None
