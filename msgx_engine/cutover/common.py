@@ -114,7 +114,7 @@ class OtherSide:
     label: str
     state: CutoverState | None
     finished: list[int] = field(default_factory=list)
-    registered: dict[int, datetime] = field(default_factory=dict)   # when it registered them (L16)
+    registered: dict[int, datetime] = field(default_factory=dict)   # when they arrived there (L16)
 
 
 @contextmanager
@@ -144,7 +144,7 @@ def read_other(url: str, *, finished_after: int | None = None, finished_upto: in
             finished = (cutover_state.finished_ids(conn, finished_after, finished_upto)
                         if finished_after is not None and finished_upto is not None else [])
             finished = sorted(set(finished) | set(cutover_state.finished_among(conn, among)))
-            registered = queue.registrations(conn, finished)
+            registered = queue.arrivals(conn, finished)
     except SQLAlchemyError as exc:
         raise Refused(f"the other installation's state database {label} cannot be read "
                       f"({exc.__class__.__name__}): check --from") from exc

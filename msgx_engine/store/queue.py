@@ -424,19 +424,19 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
 
 
 def register_recovered(conn: Connection, ids: list[int], now: datetime,
-                       registered_at: Mapping[int, datetime] | None = None) -> list[int]:
+                       arrived_at: Mapping[int, datetime] | None = None) -> list[int]:
     """``msgx recover``: register rows that are marked processed in the mailbox but unknown here
     (PENDING, late when below the largest registered id), their gaps arrived, the high-water mark
-    raised past them. ``registered_at``: when another installation registered them (a rollback
-    brings it over, so an answer among them is judged by when it arrived, decision L16); else now.
+    raised past them. ``arrived_at``: when they arrived where they were processed first (a
+    rollback and a recovery know it), kept so that an answer among them is judged by it (L16).
     Returns the ids registered now (one already registered is left alone)."""
     top = max_registered(conn)
-    when = registered_at or {}
+    when = arrived_at or {}
     registered: list[int] = []
     for n in range(0, len(ids), 2000):
         chunk = ids[n:n + 2000]
-        rows = [{"msg_id": i, "status": Status.PENDING, "created_at": when.get(i, now), "updated_at": now,
-                 "late_arrival": i < top} for i in chunk]
+        rows = [{"msg_id": i, "status": Status.PENDING, "created_at": now, "updated_at": now,
+                 "late_arrival": i < top, "arrived_at": when.get(i)} for i in chunk]
         done = conn.execute(pg_insert(proc_state).values(rows).on_conflict_do_nothing(index_elements=["msg_id"])
                             .returning(proc_state.c.msg_id))
         registered += [r[0] for r in done]
@@ -446,13 +446,17 @@ def register_recovered(conn: Connection, ids: list[int], now: datetime,
     return sorted(registered)
 
 
-def registrations(conn: Connection, ids: Sequence[int]) -> dict[int, datetime]:
-    """msg_id -> when it was registered (``proc_state.created_at``), for ``ids``."""
+def arrivals(conn: Connection, ids: Sequence[int]) -> dict[int, datetime]:
+    """msg_id -> when it arrived here (its registration, or the ``arrived_at`` it was brought
+    over with), for ``ids``: what an answer among them is judged by (L2, L16)."""
     found: dict[int, datetime] = {}
     for n in range(0, len(ids), 2000):
-        found.update(conn.execute(select(proc_state.c.msg_id, proc_state.c.created_at)
+        found.update(conn.execute(select(proc_state.c.msg_id, ARRIVED)
                                   .where(proc_state.c.msg_id.in_(list(ids[n:n + 2000])))).tuples().all())
     return found
+
+
+ARRIVED = func.coalesce(proc_state.c.arrived_at, proc_state.c.created_at)
 
 
 def record_full_scan(conn: Connection, now: datetime) -> None:

@@ -24,6 +24,7 @@ from msgx_engine.sis.requests import SentRequest
 from msgx_engine.store import metric_totals
 from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
+from msgx_engine.store.queue import ARRIVED
 from msgx_engine.store.tables import proc_state, req_track
 
 
@@ -70,8 +71,9 @@ def answer_candidates(conn: Connection, rtype: str, styp: str | None = None,
 
 def registered_at(conn: Connection, msg_id: int) -> datetime | None:
     """When the answer was registered (``proc_state.created_at``, the tracker's clock): what its
-    lateness is judged by (C-23), never when the pump reaches it."""
-    return conn.execute(select(proc_state.c.created_at).where(proc_state.c.msg_id == msg_id)).scalar()
+    lateness is judged by (C-23), never when the pump reaches it. A row registered after the fact
+    (a rollback, a recovery) is judged by when it arrived where it was first (``arrived_at``, L16)."""
+    return conn.execute(select(ARRIVED).where(proc_state.c.msg_id == msg_id)).scalar()
 
 
 def sent_requests(conn: Connection, rtype: str) -> tuple[OpenRequest, ...]:

@@ -139,6 +139,7 @@ proc_state = Table(
     _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
     _ts("acknowledged_at"),    # an operator closed this dead letter without a replay (0014)
     Column("acknowledged_by", Text),
+    _ts("arrived_at"),         # a row registered after the fact: when it arrived where it was first (0018, L16)
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
 # what waits for an operator (0014): unacknowledged DEAD and SKIPPED(unsupported) messages

@@ -82,7 +82,7 @@ def test_l16_the_shadow_applies_the_answer_to_productions_request(app, two, run_
 def test_l16_an_answer_the_promoted_installation_applied_is_applied_after_rollback(app, two, run_as):  # noqa: F811
     """OPS-4, C-23, D23 (L16): after promote, the promoted installation asks for today 08:00-12:00
     and applies the AODB's answer; it stops writes and the old installation rolls back. The answer
-    is brought over with the time the promoted installation registered it, and the request it
+    is brought over with the time the promoted installation registered it (`arrived_at`), and the request it
     answers is read from COUTMSGS: the old installation applies it with the same window, so the
     rollback's comparison finds the two alike (before, it was SKIPPED(no_request) there and the
     rollback stopped on the difference)."""
@@ -101,6 +101,6 @@ def test_l16_an_answer_the_promoted_installation_applied_is_applied_after_rollba
     out = ok(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"])))
     assert "1 row(s) brought over" in out and "0 unexplained" in out
     assert verdict(a["MSGX_DB_URL"], answer) == "SUCCEEDED:" and live(a["MSGX_DB_URL"]) == "A07,C15,N10"
-    assert scalar(a["MSGX_DB_URL"], "SELECT created_at FROM proc_state WHERE msg_id = :m", m=answer) == \
+    assert scalar(a["MSGX_DB_URL"], "SELECT arrived_at FROM proc_state WHERE msg_id = :m", m=answer) == \
         scalar(b["MSGX_DB_URL"], "SELECT created_at FROM proc_state WHERE msg_id = :m", m=answer)
     assert unexplained(run_as, a, b["MSGX_DB_URL"]) == 0

@@ -1,19 +1,24 @@
 """Requests another installation wrote to COUTMSGS are matched like this installation's own
 (decision L16), on the real PostgreSQL + MariaDB: read by the pump's intake, answered through the
-mailbox, and never confused with a request of this installation that is being sent."""
+mailbox, never confused with a request of this installation that is being sent, and judged by
+when the answer arrived after ``msgx recover``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 import pytest
-from pipeline_support import register
+from pipeline_support import drain_now, register
 from snapshot_builders import dnld, fltr, pump, query, schd, sodt
 from snapshot_builders import status as msg_status
 
+from msgx_engine.app import App
+from msgx_engine.pipeline.recover import recover
 from msgx_engine.requests.tracker import RequestTracker
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import local
+from tests.integration.test_mailbox_consistency import _copy_database
 
 
 def requests(app) -> list[tuple]:
@@ -61,3 +66,33 @@ def test_l16_a_request_of_this_installation_being_sent_is_not_adopted(app, monke
     assert tracker.send_pending().recovered == [reg.req_id]
     register(app)
     assert [r[:2] for r in requests(app)] == [("SENT", False)]
+
+
+def test_l16_an_answer_found_again_by_recover_is_judged_by_when_the_lost_state_finished_it(app, clock, pg_dbs):
+    """US-03 AC8, C-23, D23 (L16): the state database is restored from a backup taken before a
+    request for 9/9 08:00-12:00 was sent and answered; an hour later ``msgx recover`` finds the
+    answer again. Its arrival is taken from its mark (when the lost state finished it), its request
+    from COUTMSGS: the restored state applies it as the lost one did (before: SKIPPED no_request,
+    or late_answer for the hour since)."""
+    pump(app, dnld(fltr("A07", sodt(9, hhmm="0700")), fltr("B10", sodt(9, hhmm="1000"))))
+    app.engine.dispose()
+    backup = _copy_database(pg_dbs, app.settings.db_url)
+    tracker = RequestTracker(app.engine, app.mailbox, app.clock)
+    tracker.register_rqfd(datetime(2026, 9, 9, 8, 0), datetime(2026, 9, 9, 12, 0))
+    tracker.send_pending()
+    clock.advance(5)
+    (m,) = pump(app, schd("RESP", fltr("N11", sodt(9, hhmm="1100")),
+                          dttm=local(clock.now()).strftime("%Y%m%d%H%M%S")))
+    assert msg_status(app, m) == ("SUCCEEDED", None)
+    clock.advance(3600)
+    restored = App.from_settings(replace(app.settings, db_url=backup), clock=clock)
+    try:
+        result = recover(restored.engine, restored.mailbox, operator="ops", reason="restored from the 08:00 dump",
+                         now=clock.now(), replay=lambda: drain_now(restored), rebuild=None)
+        assert result.registered == [m] and msg_status(restored, m) == ("SUCCEEDED", None)
+        assert query(restored, "SELECT flid, deleted FROM flight_schd ORDER BY flid") == query(
+            app, "SELECT flid, deleted FROM flight_schd ORDER BY flid") == [
+            ("A07", False), ("B10", True), ("N11", False)]
+        assert [r[:2] for r in requests(restored)] == [("DONE", True)]
+    finally:
+        restored.dispose()
