@@ -35,8 +35,9 @@ command run again suppresses them and only then reopens writes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -97,7 +98,8 @@ def rollback(app: App, from_url: str, *, operator: str, reason: str, known: Path
     dispatcher = lock(engine, locks.DISPATCHER, HOLDER, "a dispatcher is running on this state database: stop it "
                       "(`msgx dispatch`, the dispatch schedule) before rolling back")
     try:
-        audit_id = _bring_over(app, own, low, high, other.finished, operator=operator, reason=reason, report=report)
+        audit_id = _bring_over(app, own, low, high, other.finished, operator=operator, reason=reason, report=report,
+                               registered_at=other.registered)
         _replay(app, other.finished, replay_runtime_s, report)
         left = _left(app, other.finished)
         if left:
@@ -129,7 +131,7 @@ def rollback(app: App, from_url: str, *, operator: str, reason: str, known: Path
 
 
 def _bring_over(app: App, own: CutoverState, low: int, high: int, ids: Sequence[int], *, operator: str,
-                reason: str, report: Report) -> int:
+                reason: str, report: Report, registered_at: Mapping[int, datetime] | None = None) -> int:
     """Step 1 (module doc), audited, under the pump's lock and with the mailbox lock free."""
     pump = lock(app.engine, locks.PUMP, HOLDER, "a pump of this installation is running although writes are stopped "
                 "here: stop it (and the Dagster sensor that starts it) before rolling back")
@@ -141,7 +143,7 @@ def _bring_over(app: App, own: CutoverState, low: int, high: int, ids: Sequence[
         conn = pump.conn
         with conn.begin():
             locks.lock_writer_row(conn)
-            registered = queue.register_recovered(conn, list(ids), app.clock.now()) if ids else []
+            registered = queue.register_recovered(conn, list(ids), app.clock.now(), registered_at) if ids else []
             audit_id = own.audit_id if own.audit_id is not None and _resumed(conn, own) else audit.record(
                 conn, operator, "cutover_rollback", reason,
                 {"watermark": low, "other_watermark": high, "rows": id_ranges(ids, limit=1000)})

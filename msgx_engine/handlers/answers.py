@@ -5,7 +5,7 @@ Shared by the snapshot line (SCHD RESP answers an RQFD) and the reference line (
 answers an RQRD). Pure: the candidate requests and the answer's registration time are read by the
 route's loader, the completion is written by the store.
 
-The rule (docs/requests.md, decisions L1-L2):
+The rule (docs/requests.md, decisions L1, L2, L14, L15):
 
 1. an echoed SEQN (a ``SEQN`` element outside META, as for EROR) names the request; an echo that
    names none of ours matches nothing;
@@ -16,7 +16,10 @@ The rule (docs/requests.md, decisions L1-L2):
    registered the request's timeout (RQFD 60 s, RQRD 30 s) or more after ``sent_at``, the instant
    the tracker times a request out. Judged by the registration, not by the request's status when
    the pump reaches the answer: a backlog or a stopped tracker changes nothing. A request the
-   tracker timed out is still answered by an answer registered in time.
+   tracker timed out is still answered by an answer registered in time; the next request of its
+   kind is sent only a further timeout later (decision L14), so a late answer finds the old one;
+4. an answer that names no day (an empty SCHD RESP) and echoes nothing is refused while a request
+   of another day may still be answered (decision L15).
 """
 
 from __future__ import annotations
@@ -56,10 +59,12 @@ class OpenRequest:
 
 @dataclass(frozen=True)
 class AnswerRefusal:
-    """Why an answer is taken by no request: ``no_request`` or ``late_answer`` (SKIPPED, audited)."""
+    """Why an answer is taken by no request: ``no_request`` or ``late_answer`` (SKIPPED, audited);
+    ``alert``: an operator must hear of it (a late answer always)."""
 
     reason: str
     detail: str
+    alert: bool = False
 
 
 @dataclass(frozen=True)
@@ -79,14 +84,16 @@ def _to_second(moment: datetime) -> datetime:
 
 
 def select_request(msg: SisMessage, rtype: str, candidates: Sequence[OpenRequest], received_at: datetime | None,
-                   fits: Callable[[OpenRequest], bool] = lambda r: True
+                   fits: Callable[[OpenRequest], bool] = lambda r: True, *, dayless: bool = False
                    ) -> tuple[OpenRequest | None, AnswerRefusal | None]:
     """The request an answer of ``rtype``'s kind answers (see the module doc), or why none.
 
     ``candidates`` are the sent requests of the kind, newest first; ``received_at`` is the
     answer's registration (None: unknown, then only the request's status is judged); ``fits``
-    says whether a request asked for what the answer carries (an RQFD's day). (None, None):
-    nothing was in flight for it; the caller says why in its own words.
+    says whether a request asked for what the answer carries (an RQFD's day). ``dayless``: the
+    answer says nothing of the day it is for (an empty SCHD RESP), so without an echo it is refused
+    when it may be the late answer to a timed-out request of another day (decision L15). (None,
+    None): nothing was in flight for it; the caller says why in its own words.
     """
     echoes = echoed_seqns(msg)
     if echoes:
@@ -104,7 +111,30 @@ def select_request(msg: SisMessage, rtype: str, candidates: Sequence[OpenRequest
         if not pool:
             return None, None
         chosen = pool[0]
+        if dayless:
+            request, refusal = _judge(rtype, chosen, received_at)
+            return (request, refusal) if refusal is not None else _unambiguous(chosen, pool[1:])
     return _judge(rtype, chosen, received_at)
+
+
+def _unambiguous(chosen: OpenRequest, older: Sequence[OpenRequest]
+                 ) -> tuple[OpenRequest | None, AnswerRefusal | None]:
+    """``chosen``, unless an answer that names no day may as well be the late answer to a request
+    of another day sent before it and never answered (decision L15). The AODB answers its requests
+    in order, so only the requests that timed out since the last one of the kind that was answered
+    or failed can still be answered. An older one still SENT is unanswered too (one read from the
+    mailbox in an installation whose tracker does not run, decision L16)."""
+    others = []
+    for request in older:                       # newest first, all sent before ``chosen``
+        if request.status not in ANSWERABLE:
+            break
+        if request.fday != chosen.fday:
+            others.append(f"request {request.req_id} for {request.fday}")
+    if not others:
+        return chosen, None
+    return None, AnswerRefusal(NO_REQUEST, f"an empty answer without a SEQN echo names no day: it may be the late "
+                                           f"answer to {', '.join(others)}, which timed out, as well as the answer "
+                                           f"to request {chosen.req_id} for {chosen.fday}; not applied", alert=True)
 
 
 def _judge(rtype: str, request: OpenRequest, received_at: datetime | None

@@ -329,17 +329,21 @@ def answered_request(msg: SisMessage, pkg: Outline, candidates: Sequence[OpenReq
                      ) -> tuple[OpenRequest | None, AnswerRefusal | None]:
     """The RQFD a RESP answers (D23, C-23, ``answers.select_request``): the one its echoed SEQN
     names, else the one of the package's own day (D4's rule on its FLTRs) in flight when the
-    answer was registered; an empty RESP answers whichever RQFD was in flight. Late: refused."""
+    answer was registered; an empty RESP answers the RQFD in flight unless it may be the late
+    answer to a timed-out request of another day (decision L15). Late: refused."""
     return select_request(msg, "RQFD", candidates, received_at,
-                          fits=lambda r: not pkg.flids or (r.fday is not None and r.fday == pkg.day))
+                          fits=lambda r: not pkg.flids or (r.fday is not None and r.fday == pkg.day),
+                          dayless=not pkg.flids)
 
 
 def _refused(msg: SisMessage, refusal: AnswerRefusal) -> Decision:
-    """A RESP that answers no request in time: SKIPPED with its reason, an alert for a late one."""
-    if refusal.reason == LATE_ANSWER:
-        return Decision.skip(LATE_ANSWER, refusal.detail,
-                             alert=f"late SCHD RESP {msg.meta.identity} not applied: {refusal.detail}")
-    return Decision.skip(refusal.reason, refusal.detail)
+    """A RESP that answers no request in time: SKIPPED with its reason, an alert for a late one
+    and for an empty one that may answer another day's request (L15)."""
+    if refusal.reason != LATE_ANSWER and not refusal.alert:
+        return Decision.skip(refusal.reason, refusal.detail)
+    late = "late " if refusal.reason == LATE_ANSWER else ""
+    return Decision.skip(refusal.reason, refusal.detail,
+                         alert=f"{late}SCHD RESP {msg.meta.identity} not applied: {refusal.detail}")
 
 
 def _unanswerable(msg: SisMessage, pkg: Outline, request: OpenRequest | None,

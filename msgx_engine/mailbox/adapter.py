@@ -291,5 +291,21 @@ class Mailbox:
             found = conn.execute(q).scalar()
         return int(found) if found is not None else None
 
+    def requests_after(self, after_id: int, routing_ids: Sequence[str], limit: int
+                       ) -> tuple[int, list[tuple[int, str]]]:
+        """The largest COUTMSGS id (at least ``after_id``), and the newest ``limit`` rows of
+        ``routing_ids`` above ``after_id`` up to it, oldest first, as (id, body): the requests any
+        installation sent, which every installation matches answers against (decision L16).
+        Bounded by primary key; a read a shadow may make too."""
+        cid = coutmsgs.c.COUTMSGS_ID
+        with self.engine.connect() as conn:
+            top = max(int(conn.execute(select(func.coalesce(func.max(cid), 0))).scalar_one()), after_id)
+            if top == after_id:
+                return top, []
+            q = (select(cid, coutmsgs.c.COUTMSGS_CLOB_MSG)
+                 .where(cid > after_id, cid <= top, coutmsgs.c.ROUTINGID.in_(list(routing_ids)))
+                 .order_by(cid.desc()).limit(limit))
+            return top, sorted((int(r[0]), r[1] or "") for r in conn.execute(q))
+
     def dispose(self) -> None:
         self.engine.dispose()

@@ -50,6 +50,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
+from msgx_engine.pipeline.request_adoption import adopt_sent
 from msgx_engine.redact import first_line
 from msgx_engine.store import queue
 
@@ -122,6 +123,7 @@ class Intake:
         self._last_late: datetime | None = None
         self._last_full: datetime | None = None
         self._sweep: int | None = None       # the id the rolling full scan reads on from (None: between sweeps)
+        self._requests_read: int | None = None   # the largest COUTMSGS id read for requests (L16)
 
     # ---------------------------------------------------------------------------------------
     def scan(self, conn: Connection, *, force_full: bool = False) -> IntakeStats:
@@ -165,6 +167,8 @@ class Intake:
                 candidates += self.mailbox.unprocessed_ids(low, self.batch * 4)
                 candidates += self._sweep_slice(conn, base, now)
                 self._last_late = now
+            # the requests any installation sent, before the answers among the rows are processed (L16)
+            requests_read = adopt_sent(conn, self.mailbox, now, self._requests_read)
             ids = sorted(set(candidates))
             known = queue.registered_among(conn, ids)
             new_ids = [i for i in ids if i not in known]
@@ -182,6 +186,7 @@ class Intake:
         if not self.shadow:
             self._mark_again(conn, sorted(known), now)
         conn.commit()
+        self._requests_read = requests_read          # read again next pass unless committed
         return stats
 
     @property

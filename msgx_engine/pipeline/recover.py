@@ -120,6 +120,19 @@ def find_lost(conn: Connection, mailbox: Mailbox) -> LostWork:
     return LostWork(base, tuple(above), tuple(sorted(marked_gaps)))
 
 
+def marked_at(mailbox: Mailbox, ids: Sequence[int], now: datetime) -> dict[int, datetime]:
+    """When the lost state finished each row (its mark: this installation's clock, whole seconds,
+    no later than now): taken as the row's arrival, so an answer the lost state applied in time is
+    not refused as late now (L16). Never earlier than the real arrival: an answer it refused as late
+    is refused again."""
+    found: dict[int, datetime] = {}
+    for n in range(0, len(ids), 1000):
+        for i, mark in mailbox.processed_at(ids[n:n + 1000]).items():
+            if mark is not None:
+                found[i] = min(mark.astimezone(), now)       # the inverse of ``clock.local_wall_time``
+    return found
+
+
 class RecoverBusy(RuntimeError):
     """A pump is running: recovery registers nothing while it does."""
 
@@ -145,7 +158,8 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
             result.audit_id = audit.record(conn, operator, "recover", reason, {
                 "high_water": lost.high_water, "above_high_water": id_ranges(lost.above, limit=1000),
                 "marked_gaps": list(lost.gaps), "count": len(ids)})
-            result.registered = queue.register_recovered(conn, ids, now) if ids else []
+            arrived = marked_at(mailbox, ids, now)
+            result.registered = queue.register_recovered(conn, ids, now, arrived) if ids else []
             audit.record_items(conn, result.audit_id, [
                 audit.AuditItem(i, None, "PENDING" if i in result.registered else None,
                                 "registered: processed in the mailbox, unknown here"

@@ -15,8 +15,9 @@ Choose the first id of the oldest day still live (a day's snapshot and everythin
 it beside production's pump. Without a column that records the mode (no migration this round) the
 database tells by its own history: a database that owes or wrote processed marks in the mailbox
 (``backfill_todo`` other than ``SHADOW``) or sent requests to the AODB (a ``req_track`` row with a
-COUTMSGS id) belongs to a production installation. A shadow refuses to start on it. A production
-database that has processed nothing yet (or whose every message was archived) cannot be told apart.
+COUTMSGS id it wrote itself, not one read from the mailbox: decision L16) belongs to a production
+installation. A shadow refuses to start on it. A production database that has processed nothing
+yet (or whose every message was archived) cannot be told apart.
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
 
 _PRODUCTION_EVIDENCE_SQL = text(
     "SELECT (SELECT count(*) FROM (SELECT 1 FROM backfill_todo WHERE status <> :shadow LIMIT 1) t), "
-    "(SELECT count(*) FROM (SELECT 1 FROM req_track WHERE coutmsgs_id IS NOT NULL LIMIT 1) r)")
+    "(SELECT count(*) FROM (SELECT 1 FROM req_track WHERE coutmsgs_id IS NOT NULL AND NOT adopted LIMIT 1) r)")
 
 
 def production_evidence(conn: Connection) -> str | None:

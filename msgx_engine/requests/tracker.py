@@ -17,7 +17,9 @@ Why the steps are split the way they are:
   lock): a second concurrent ``send_pending`` returns at once instead of racing the lookup.
 - C-24: at most one SENT, unanswered request per message type (RQFD, RQRD). A REGISTERED request
   waits while another of its type is in flight; since every SENT request ends (answer, EROR or
-  TIMEOUT), nothing waits forever (AC3).
+  TIMEOUT), nothing waits forever (AC3). After a TIMEOUT the next request of its kind waits one
+  more timeout (decision L14): the AODB's late answer, which echoes no SEQN, then finds the
+  timed-out request and is refused as late instead of being taken by the next one.
 - ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
   to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
   SCHD RESP; the reference line for RQRD RESP), FAILED by the EROR line (``handlers.eror``),
@@ -170,16 +172,20 @@ class RequestTracker:
                     summary.shadowed.append(claim.req_id)
                     continue
                 coutmsgs_id = self.find_sent(claim.rtype, claim.styp, claim.seqn) if claim.resumed else None
+                sent_at = None
                 if coutmsgs_id is not None:
                     log.warning("request %s (SEQN %06d) was already in COUTMSGS as %s: marking SENT, not resending",
                                 claim.req_id, claim.seqn, coutmsgs_id)
                     summary.recovered.append(claim.req_id)
                 else:
-                    body = sis.encode(claim.rtype, claim.styp, claim.seqn, self.clock.now(),
+                    # sent_at is the DTTM the request carries (whole seconds): the time every
+                    # installation reading it from COUTMSGS judges its answer by (decision L16)
+                    sent_at = self.clock.now().replace(microsecond=0)
+                    body = sis.encode(claim.rtype, claim.styp, claim.seqn, sent_at,
                                       start_text=claim.start_text, end_text=claim.end_text)
                     coutmsgs_id = self.mailbox.send_request(body, sis.ROUTING[claim.rtype])
                     summary.sent.append(claim.req_id)
-                self._mark_sent(claim, coutmsgs_id)
+                self._mark_sent(claim, coutmsgs_id, sent_at or self.clock.now())
         finally:
             lock.release()
         return summary
@@ -187,7 +193,7 @@ class RequestTracker:
     def _claim_next(self) -> _Claim | None:
         """The oldest REGISTERED request whose type has nothing in flight, with its SEQN committed."""
         with self.engine.begin() as conn:
-            row = store.next_sendable(conn)
+            row = store.next_sendable(conn, self.clock.now(), TIMEOUT_S)
             if row is None:
                 return None
             if row.seqn is not None:
@@ -211,10 +217,9 @@ class RequestTracker:
         """The newest COUTMSGS row carrying this request's SEQN and subtype (recovery lookup)."""
         return self.mailbox.find_request(sis.ROUTING[rtype], sis.seqn_marker(seqn), f"<STYP>{styp}</STYP>")
 
-    def _mark_sent(self, claim: _Claim, coutmsgs_id: int) -> None:
-        now = self.clock.now()
+    def _mark_sent(self, claim: _Claim, coutmsgs_id: int, sent_at: datetime) -> None:
         with self.engine.begin() as conn:
-            if not store.mark_sent(conn, claim.req_id, coutmsgs_id, now):
+            if not store.mark_sent(conn, claim.req_id, coutmsgs_id, sent_at):
                 # Closed while being sent (by hand: a registration never expires a request with a
                 # SEQN): keep the COUTMSGS id for the audit trail (C-24, Q10).
                 store.keep_coutmsgs_id(conn, claim.req_id, coutmsgs_id)

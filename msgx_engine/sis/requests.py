@@ -12,11 +12,13 @@ both) and ``<RQRD><RTYP>..</RTYP></RQRD>``. Every output decodes with ``sis.deco
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime
 from xml.sax.saxutils import escape
 
 from msgx_engine.sis.catalogue import REFERENCE_TYPES
-from msgx_engine.sis.times import dttm, local
+from msgx_engine.sis.decode import SisRefused, decode
+from msgx_engine.sis.times import dttm, dttm_local, local, sis_datetime
 
 SENDER = "VIEW"
 RQFD, RQRD = "RQFD", "RQRD"
@@ -107,3 +109,39 @@ def encode(rtype: str, styp: str, seqn: int, now: datetime, *, start_text: str |
 def seqn_marker(seqn: int) -> str:
     """The text a sent body carries for ``seqn``: recovery finds a COUTMSGS row by it (US-08 AC2)."""
     return f"<SEQN>{seqn_text(seqn)}</SEQN>"
+
+
+@dataclass(frozen=True)
+class SentRequest:
+    """A request as the mailbox holds it (a COUTMSGS row), whoever sent it: what an answer is
+    matched against (decision L16). ``sent_at`` is its DTTM: the sender's clock when it was sent."""
+
+    coutmsgs_id: int
+    rtype: str
+    styp: str
+    seqn: str
+    sent_at: datetime
+    fday: date | None = None
+    start_text: str | None = None
+    end_text: str | None = None
+
+
+def read_sent(coutmsgs_id: int, body: str) -> SentRequest | None:
+    """The request a COUTMSGS body carries, or None when it is not one this module could have
+    written (not decodable, another type, no readable DTTM or SEQN, an RQFD window of no day)."""
+    try:
+        msg = decode(body)
+    except SisRefused:
+        return None
+    meta = msg.meta
+    sent_at = dttm_local(meta.dttm)
+    if sent_at is None or not meta.seqn.isdigit() or meta.type not in ROUTING:
+        return None
+    if meta.type == RQRD:
+        return SentRequest(coutmsgs_id, RQRD, meta.styp, meta.seqn, sent_at) if meta.styp in REFERENCE_TYPES else None
+    start, end = (msg.root.findtext(f"RQFD/{tag}") or None for tag in ("STDB", "STDE"))
+    try:
+        fday = rqfd_day(sis_datetime(start or ""), sis_datetime(end or ""))
+    except RequestInvalid:
+        return None
+    return SentRequest(coutmsgs_id, RQFD, meta.styp, meta.seqn, sent_at, fday, start, end)

@@ -14,6 +14,7 @@ event release (INV-8). The rest is SQLAlchemy Core: it runs once per batch or sc
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import cache
@@ -422,16 +423,20 @@ def register(conn: Connection, new_ids: list[int], max_registered: int, now: dat
     return Registration(len(new_ids), frozenset(late), len(holes))
 
 
-def register_recovered(conn: Connection, ids: list[int], now: datetime) -> list[int]:
+def register_recovered(conn: Connection, ids: list[int], now: datetime,
+                       arrived_at: Mapping[int, datetime] | None = None) -> list[int]:
     """``msgx recover``: register rows that are marked processed in the mailbox but unknown here
     (PENDING, late when below the largest registered id), their gaps arrived, the high-water mark
-    raised past them. Returns the ids registered now (one already registered is left alone)."""
+    raised past them. ``arrived_at``: when they arrived where they were processed first (a
+    rollback and a recovery know it), kept so that an answer among them is judged by it (L16).
+    Returns the ids registered now (one already registered is left alone)."""
     top = max_registered(conn)
+    when = arrived_at or {}
     registered: list[int] = []
     for n in range(0, len(ids), 2000):
         chunk = ids[n:n + 2000]
         rows = [{"msg_id": i, "status": Status.PENDING, "created_at": now, "updated_at": now,
-                 "late_arrival": i < top} for i in chunk]
+                 "late_arrival": i < top, "arrived_at": when.get(i)} for i in chunk]
         done = conn.execute(pg_insert(proc_state).values(rows).on_conflict_do_nothing(index_elements=["msg_id"])
                             .returning(proc_state.c.msg_id))
         registered += [r[0] for r in done]
@@ -439,6 +444,19 @@ def register_recovered(conn: Connection, ids: list[int], now: datetime) -> list[
                      .values(arrived_at=now))
     raise_high_water(conn, max(ids))
     return sorted(registered)
+
+
+def arrivals(conn: Connection, ids: Sequence[int]) -> dict[int, datetime]:
+    """msg_id -> when it arrived here (its registration, or the ``arrived_at`` it was brought
+    over with), for ``ids``: what an answer among them is judged by (L2, L16)."""
+    found: dict[int, datetime] = {}
+    for n in range(0, len(ids), 2000):
+        found.update(conn.execute(select(proc_state.c.msg_id, ARRIVED)
+                                  .where(proc_state.c.msg_id.in_(list(ids[n:n + 2000])))).tuples().all())
+    return found
+
+
+ARRIVED = func.coalesce(proc_state.c.arrived_at, proc_state.c.created_at)
 
 
 def record_full_scan(conn: Connection, now: datetime) -> None:

@@ -16,12 +16,15 @@ from datetime import date, datetime, timedelta
 from enum import StrEnum
 
 from sqlalchemy import Connection, RowMapping, and_, case, func, insert, or_, select, text, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from msgx_engine.handlers.answers import ANSWERABLE, OpenRequest, RequestCompletion
 from msgx_engine.handlers.eror import InFlight, RequestFailure
+from msgx_engine.sis.requests import SentRequest
 from msgx_engine.store import metric_totals
 from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
+from msgx_engine.store.queue import ARRIVED
 from msgx_engine.store.tables import proc_state, req_track
 
 
@@ -68,8 +71,9 @@ def answer_candidates(conn: Connection, rtype: str, styp: str | None = None,
 
 def registered_at(conn: Connection, msg_id: int) -> datetime | None:
     """When the answer was registered (``proc_state.created_at``, the tracker's clock): what its
-    lateness is judged by (C-23), never when the pump reaches it."""
-    return conn.execute(select(proc_state.c.created_at).where(proc_state.c.msg_id == msg_id)).scalar()
+    lateness is judged by (C-23), never when the pump reaches it. A row registered after the fact
+    (a rollback, a recovery) is judged by when it arrived where it was first (``arrived_at``, L16)."""
+    return conn.execute(select(ARRIVED).where(proc_state.c.msg_id == msg_id)).scalar()
 
 
 def sent_requests(conn: Connection, rtype: str) -> tuple[OpenRequest, ...]:
@@ -159,13 +163,19 @@ class Sendable:
     seqn: str | None
 
 
-def next_sendable(conn: Connection) -> Sendable | None:
-    """The oldest REGISTERED request whose kind has nothing SENT (one in flight per kind, C-24),
-    row-locked (skipping rows another sender holds)."""
+def next_sendable(conn: Connection, now: datetime, timeout_s: Mapping[str, float]) -> Sendable | None:
+    """The oldest REGISTERED request whose type has nothing SENT (one in flight per type, C-24) and
+    whose kind (type and subtype: what an answer is matched by) has had no request time out in the
+    last ``timeout_s[rtype]`` seconds (decision L14: a late answer to it must find no newer request
+    in flight), row-locked (skipping rows another sender holds)."""
     s = req_track.alias("s")
     inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == RequestStatus.SENT).exists()
+    resting = select(s.c.req_id).where(
+        s.c.rtype == _c.rtype, s.c.styp == _c.styp, s.c.status == RequestStatus.TIMEOUT,
+        or_(*(and_(s.c.rtype == rtype, s.c.done_at > now - timedelta(seconds=secs))
+              for rtype, secs in timeout_s.items()))).exists()
     row = conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.start_text, _c.end_text, _c.seqn)
-                       .where(_c.status == RequestStatus.REGISTERED, ~inflight)
+                       .where(_c.status == RequestStatus.REGISTERED, ~inflight, ~resting)
                        .order_by(_c.req_id).limit(1).with_for_update(skip_locked=True)).first()
     return None if row is None else Sendable(row.req_id, row.rtype, row.styp, row.start_text, row.end_text,
                                              row.seqn)
@@ -218,6 +228,47 @@ def open_requests(conn: Connection) -> list[RowMapping]:
     """The open requests (REGISTERED, SENT), oldest first, for status output."""
     return list(conn.execute(select(_c.req_id, _c.rtype, _c.styp, _c.fday, _c.status, _c.seqn, _c.coutmsgs_id,
                                     _c.sent_at).where(_c.status.in_(OPEN)).order_by(_c.req_id)).mappings().all())
+
+
+# --- requests another installation sent (decision L16) --------------------------------------------
+ADOPTED = "sent by another installation: read from the mailbox (COUTMSGS id {})"
+
+
+def adoption_position(conn: Connection) -> int:
+    """The largest COUTMSGS id this installation holds a request for: rows above it are read."""
+    return int(conn.execute(select(func.coalesce(func.max(_c.coutmsgs_id), 0))).scalar_one())
+
+
+def being_sent(conn: Connection) -> set[tuple[str, str, str]]:
+    """(rtype, styp, seqn) of this installation's requests whose SEQN is chosen but whose COUTMSGS
+    row is not recorded yet: a row carrying one of them is its own, not another installation's."""
+    rows = conn.execute(select(_c.rtype, _c.styp, _c.seqn).where(_c.status == RequestStatus.REGISTERED,
+                                                                 _c.seqn.is_not(None)))
+    return {(r.rtype, r.styp, r.seqn) for r in rows}
+
+
+def adopt(conn: Connection, requests: Sequence[SentRequest], now: datetime,
+          timeout_s: Mapping[str, float]) -> list[int]:
+    """Record requests another installation wrote to COUTMSGS as this installation's own sent
+    ones, so an answer to them gets the verdict it gets there (decision L16): SENT, or TIMEOUT
+    when their timeout has passed (``done_at`` the instant it passed). Their ids."""
+    known = set(conn.execute(select(_c.coutmsgs_id).where(
+        _c.coutmsgs_id.in_([r.coutmsgs_id for r in requests]))).scalars()) if requests else set()
+    rows = []
+    for r in requests:
+        if r.coutmsgs_id in known:
+            continue
+        timed_out = r.sent_at + timedelta(seconds=timeout_s[r.rtype])
+        closed = timed_out <= now
+        rows.append({"rtype": r.rtype, "styp": r.styp, "fday": r.fday, "start_text": r.start_text,
+                     "end_text": r.end_text, "seqn": r.seqn, "coutmsgs_id": r.coutmsgs_id, "created_at": now,
+                     "sent_at": r.sent_at, "status": RequestStatus.TIMEOUT if closed else RequestStatus.SENT,
+                     "adopted": True, "done_at": timed_out if closed else None,
+                     "detail": ADOPTED.format(r.coutmsgs_id)})
+    if not rows:
+        return []
+    return list(conn.execute(pg_insert(req_track).values(rows).on_conflict_do_nothing(
+        index_elements=[_c.coutmsgs_id], index_where=_c.adopted).returning(_c.req_id)).scalars())
 
 
 # --- figures for the monitor (read-only) ------------------------------------------------------------

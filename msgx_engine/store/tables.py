@@ -139,6 +139,7 @@ proc_state = Table(
     _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
     _ts("acknowledged_at"),    # an operator closed this dead letter without a replay (0014)
     Column("acknowledged_by", Text),
+    _ts("arrived_at"),         # a row registered after the fact: when it arrived where it was first (0021, L16)
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
 # what waits for an operator (0014): unacknowledged DEAD and SKIPPED(unsupported) messages
@@ -269,7 +270,9 @@ req_track = Table(
     _ts("sent_at"),
     _ts("done_at"),
     Column("seqn", Text),                       # META SEQN, recorded before the COUTMSGS insert (0005)
+    Column("adopted", Boolean, nullable=False, server_default=text("false")),   # sent by another installation (0021)
 )
+Index("req_track_adopted_idx", req_track.c.coutmsgs_id, unique=True, postgresql_where=req_track.c.adopted)
 
 ref_master = Table(
     "ref_master",

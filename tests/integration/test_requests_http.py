@@ -155,6 +155,7 @@ def test_an_echoed_seqn_is_not_moved_onto_the_next_request(app, clock):
     second = post_sync(served_client(app)).json()["body"]["request_id"]
     clock.advance(60)
     tracker.track()
+    clock.advance(60)                     # the rest after a timeout (decision L14)
     assert (tracker.track().sent, request_row(app, first)[0]) == ([second], "TIMEOUT")
     clock.advance(5)
     echo = schd("RESP", fltr("A", sodt(9)), dttm=dttm(clock)).replace("<SCHD>", f"<SEQN>{first_seqn}</SEQN><SCHD>")

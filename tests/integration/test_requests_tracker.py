@@ -55,7 +55,8 @@ def test_a_new_request_expires_only_an_unsent_one_of_the_same_kind(app, tracker,
     """US-08 AC3, C-24 (decision L1): a newer request EXPIREs an older REGISTERED one of the same
     (rtype, styp) in the same transaction; other kinds are untouched. A SENT one is never expired
     by a newer registration: it keeps its type's slot until it is answered, fails or times out,
-    and the newer one waits REGISTERED, unsent, until then."""
+    and the newer one waits REGISTERED, unsent, until then; after a timeout, one more timeout
+    (decision L14)."""
     first = tracker.register_rqrd("GLST")
     other = tracker.register_rqfd(datetime(2026, 9, 9), None)
     second = tracker.register_rqrd("glst")
@@ -70,7 +71,9 @@ def test_a_new_request_expires_only_an_unsent_one_of_the_same_kind(app, tracker,
     assert tracker.track().sent == [] and len(outbox(app)) == 2       # one landed, unclosed RQRD at most
     clock.advance(30)
     summary = tracker.track()
-    assert (summary.timed_out, tracker.send_pending().sent) == ([second.req_id], [third.req_id])
+    assert (summary.timed_out, tracker.send_pending().sent) == ([second.req_id], [])
+    clock.advance(30)
+    assert tracker.send_pending().sent == [third.req_id]
 
 
 def test_concurrent_registrations_leave_exactly_one_open_request(app, tracker):
@@ -146,7 +149,7 @@ def test_crash_between_coutmsgs_insert_and_pg_update_does_not_resend(app, tracke
     reg = tracker.register_rqrd("GLST")
     real_mark = RequestTracker._mark_sent
 
-    def crash(self, claim, coutmsgs_id):
+    def crash(self, claim, coutmsgs_id, sent_at):
         raise MailboxCrash("process died after the COUTMSGS insert")
 
     monkeypatch.setattr(RequestTracker, "_mark_sent", crash)
@@ -230,6 +233,7 @@ def test_seqn_counter_cycles_after_999999(app, tracker, clock):
     second = tracker.register_rqfd(datetime(2026, 9, 10), None)     # waits for the SENT one
     clock.advance(60)
     assert tracker.track().timed_out == [first.req_id]
+    clock.advance(60)                                               # the rest after a timeout (L14)
     tracker.send_pending()
     assert [rows(app)[r.req_id][2] for r in (first, second)] == ["999999", "000001"]
     assert [decode(body).meta.seqn for _, _, body in outbox(app)] == ["999999", "000001"]

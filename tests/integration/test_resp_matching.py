@@ -54,11 +54,11 @@ def resp(*records: str, dttm: str = ANSWER_DTTM) -> str:
 
 
 def test_c23_d23_late_answer_for_a_superseded_day_is_skipped(app, clock):
-    """C-23, C-24, D16, D23 (decision L1): RQFD for 9/9 sent, then RQFD for 9/10 registered: it
-    waits while 9/9's is in flight and goes out once that one times out. The AODB's answer for 9/9
-    registered after that is SKIPPED(late_answer): 9/10's flights keep their versions, nothing
-    is dated 9/9, no event, and 9/10's request stays SENT. The answer for 9/10 is then taken and
-    completes its request."""
+    """C-23, C-24, D16, D23 (decisions L1, L14): RQFD for 9/9 sent, then RQFD for 9/10 registered:
+    it waits while 9/9's is in flight and goes out one timeout after that one timed out. The
+    AODB's answer for 9/9 registered after that is SKIPPED(late_answer): 9/10's flights keep
+    their versions, nothing is dated 9/9, no event, and 9/10's request stays SENT. The answer for
+    9/10 is then taken and completes its request."""
     pump(app, day_package(["T1", "T2"], 10))
     first = rqfd(app, 9)
     tracker = RequestTracker(app.engine, app.mailbox, app.clock)
@@ -66,6 +66,8 @@ def test_c23_d23_late_answer_for_a_superseded_day_is_skipped(app, clock):
     assert second.expired == () and tracker.send_pending().sent == []
     clock.advance(60)
     assert tracker.expire_timeouts() == [first]
+    assert tracker.send_pending().sent == []
+    clock.advance(60)
     assert tracker.send_pending().sent == [second.req_id]
     before = (flights(app), members(app), ledger(app))
 

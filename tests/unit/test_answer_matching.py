@@ -74,3 +74,22 @@ def test_an_rqfd_answer_goes_to_the_request_of_its_day():
     assert select_request(answer(), "RQFD", (d10, d9), at(5), fits=lambda r: r.fday == D9) == (d9, None)
     assert select_request(answer(), "RQFD", (d9,), at(5), fits=lambda r: r.fday == D10) == (None, None)
     assert select_request(answer(), "RQFD", (d9,), T0 - timedelta(seconds=5)) == (None, None)
+
+
+def test_an_empty_answer_is_not_taken_while_another_days_request_may_still_be_answered():
+    """C-23, D23 (decision L15): an answer naming no day (an empty RESP, no echo) goes to the
+    request in flight only when every request the AODB may still answer asked for the same day:
+    the ones that timed out since the last one of the kind that was answered or failed."""
+    d9_out, d10 = req(1, 0, "TIMEOUT", fday=D9), req(2, 120, "SENT", fday=D10)
+    request, refusal = select_request(answer(), "RQFD", (d10, d9_out), at(125), dayless=True)
+    assert request is None and refusal.reason == NO_REQUEST and refusal.alert
+    assert "request 1 for 2026-09-09" in refusal.detail and "request 2 for 2026-09-10" in refusal.detail
+    assert select_request(answer(), "RQFD", (d10, d9_out), at(125)) == (d10, None)        # a day: no doubt
+
+    d10_out = req(3, 0, "TIMEOUT", fday=D10)
+    assert select_request(answer(), "RQFD", (d10, d10_out), at(125), dayless=True) == (d10, None)
+    answered = req(4, 50, "DONE", fday=D10)
+    assert select_request(answer(), "RQFD", (d10, answered, d9_out), at(125), dayless=True) == (d10, None)
+    assert select_request(answer(), "RQFD", (d10, d10_out, d9_out), at(125), dayless=True)[0] is None
+    d9_unclosed = req(5, 0, "SENT", fday=D9)       # read from the mailbox, never timed out here (L16)
+    assert select_request(answer(), "RQFD", (d10, d9_unclosed), at(125), dayless=True)[0] is None

@@ -90,3 +90,18 @@ def test_d23_rqfd_window_is_one_day_in_the_sis_years(start, end, why):
         return
     with pytest.raises(sis.RequestInvalid, match=why):
         sis.rqfd_day(start, end)
+
+
+def test_a_sent_request_is_read_back_from_its_body():
+    """Decision L16: what a COUTMSGS row says of the request it carries (SEQN, DTTM as the send
+    time, window and day, reference type) is what was encoded; a body msgx could not have written
+    is not a request."""
+    at = datetime(2026, 9, 8, 14, 0, 5, tzinfo=UTC)
+    fd = sis.read_sent(7, sis.encode("RQFD", "NONE", 42, at, start_text="09SEP260800", end_text="09SEP261200"))
+    assert fd == sis.SentRequest(7, "RQFD", "NONE", "000042", at, date(2026, 9, 9), "09SEP260800", "09SEP261200")
+    rd = sis.read_sent(8, sis.encode("RQRD", "GLST", 43, at))
+    assert (rd.rtype, rd.styp, rd.seqn, rd.sent_at, rd.fday) == ("RQRD", "GLST", "000043", at, None)
+    body = sis.encode("RQFD", "NONE", 44, at, start_text="09SEP260800")
+    assert sis.read_sent(9, body.replace("<STDB>09SEP260800</STDB>", "<STDB>garbage</STDB>")) is None
+    assert sis.read_sent(10, body.replace("20260908", "2026ab08")) is None
+    assert sis.read_sent(11, "<MSG>not closed") is None
