@@ -37,14 +37,16 @@ RUNBOOK = "docs/runbook.md"
 
 # The first command to run when a check fails (``{head}``: the queue head's mailbox id). A check
 # without one (backfill_lag: the mailbox refuses msgx's marks) points to its runbook section only.
+# Dagster commands are in the production form the runbook gives ("Before you start": the code
+# server's workspace); a test host without one writes ``-m msgx_dagster.definitions`` instead.
 FIRST_COMMAND: dict[str, str] = {
     names.BACKLOG_AGE: "msgx replay --ids {head}",
     names.DEAD_LETTERS: "msgx replay --status DEAD",
     names.DELIVERY_BACKLOG: "msgx outbox",
-    names.PROJECTION_DRIFT: "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job",
+    names.PROJECTION_DRIFT: "dagster job launch -w /etc/msgx/workspace.yaml -j projection_rebuild_job",
     names.UNSUPPORTED_TYPES: "msgx replay --status SKIPPED --select-reason unsupported",
     names.REQUEST_TIMEOUTS: "msgx request track",
-    names.PIPELINE_LIVENESS: "dagster sensor list -m msgx_dagster.definitions",
+    names.PIPELINE_LIVENESS: "dagster sensor list -w /etc/msgx/workspace.yaml",
     names.STAND_MAPPING: "msgx request rqrd ABDG",
 }
 

@@ -183,7 +183,7 @@ def test_a_configured_redis_that_does_not_answer_is_drift_not_measured(env_for):
     assert "ConnectionError" in doc["projection"]["error"]
     drift = {c["name"]: c for c in doc["checks"]}["projection_drift"]
     assert drift["state"] == "FAILING" and "not measured" in drift["cause"]
-    assert drift["first_command"] == "dagster job execute -m msgx_dagster.definitions -j projection_rebuild_job"
+    assert drift["first_command"] == "dagster job launch -w /etc/msgx/workspace.yaml -j projection_rebuild_job"
 
 
 def test_an_undecodable_dead_letter_shows_the_type_its_mailbox_row_states(app, env_for):
