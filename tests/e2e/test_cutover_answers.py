@@ -1,5 +1,5 @@
-"""An answer to a day-plan request reaches the same verdict wherever its row is processed (issue 51
-item 3; decision L16): the shadow during a parallel run applies production's answer as production
+"""An answer to a day-plan request reaches the same verdict wherever its row is processed (OPS-3, OPS-4,
+C-23; decision L16): the shadow during a parallel run applies production's answer as production
 does, and the old installation applies, after a rollback, the answer the promoted one applied.
 Run as operators run them: ``msgx`` commands (in process) on two installations with state
 databases of their own, one MariaDB mailbox, the broker and Redis (topics and keys of their own).

@@ -87,7 +87,7 @@ def test_openapi_describes_the_endpoints_and_every_error_code(app):
     assert doc["openapi"].startswith("3.")
     assert {p: sorted(m) for p, m in doc["paths"].items()} == {
         "/cminmsgs/send": ["post"], "/all/flights": ["get"], "/schd/sync": ["post"], "/metrics": ["get"],
-        "/healthz": ["get"], "/readyz": ["get"]}
+        "/healthz": ["get"], "/readyz": ["get"], "/flights/{flid}/history": ["get"]}
     assert doc["components"]["schemas"]["Error"]["properties"]["err_code"]["enum"] == sorted(ERROR_CODES)
     send = doc["paths"]["/cminmsgs/send"]["post"]
     assert set(send["requestBody"]["content"]) == {"text/xml", "application/xml", "text/plain"}

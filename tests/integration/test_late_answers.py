@@ -1,5 +1,5 @@
 """A late answer without a SEQN echo is not taken for the answer of the next request of its kind
-(issue 52 item 4; US-08 AC3/AC5, C-23, C-24; decisions L14, L15), reproduced through the
+(US-08 AC3/AC5, C-23, C-24; decisions L14, L15), reproduced through the
 mailbox, the real pump and ``msgx request`` on PostgreSQL + MariaDB.
 
 - after a request times out, the next one of its kind waits one more timeout before it is sent,
