@@ -189,20 +189,22 @@ def refresh_masters(transitions: Mapping[str, tuple[FlightState | None, FlightSt
 
 def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
                    children: Children) -> list[FlightChange]:
-    """Soft-delete the ``targets`` and, for a live master, its live children (C-25, INV-21/22).
+    """Soft-delete the ``targets`` and every live child of theirs (C-25, INV-21/22).
 
     Each flight is deleted once. A missing or already deleted target still gets its deletion (a
     tombstone or a re-stamped flag, invisible to readers: FDEL stays idempotent), so a late
-    message older than the deletion cannot bring the flight back (last writer wins, F6). The
-    children come from ``children`` (live when read); the pipeline loads their states. The masters
-    of deleted children are refreshed by ``refresh_masters`` afterwards."""
+    message older than the deletion cannot bring the flight back (last writer wins, F6); its
+    live children, stored with ``MAID`` naming it before it was ever stored or after it was
+    deleted, go with it as a live master's do, each a visible deletion (decision C3): no live
+    child is left pointing at a master the AODB deleted. The children come from ``children``
+    (live when read); the pipeline loads their states. The masters of deleted children are
+    refreshed by ``refresh_masters`` afterwards."""
     doomed: list[str] = []
     for flid in targets:
         if flid in doomed:
             continue
         doomed.append(flid)
-        if _live(flights.get(flid)):
-            doomed += [c for c in cascade([flid], children) if c not in doomed]
+        doomed += [c for c in cascade([flid], children) if c not in doomed]
     return [FlightChange(flid=f, commands=(), create=False, delete=True) for f in doomed]
 
 
