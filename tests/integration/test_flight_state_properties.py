@@ -33,8 +33,8 @@ from builders import envelope, flop
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.flights import FlightRepository
+from tests.pipeline_support import drain_now
 from tests.snapshot_builders import query
 
 EXAMPLES = int(os.environ.get("MSGX_PROPERTY_EXAMPLES", "50"))
@@ -253,10 +253,6 @@ def names() -> Names:
 
 
 # --- the run ----------------------------------------------------------------------------------------
-def drain(app, group: int) -> None:
-    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, group_messages=group)).run()
-
-
 def stored(app, n: Names) -> dict[str, tuple[bool, dict[str, str], frozenset[str]]]:
     """role -> (deleted, the model's fields, the MAFL's FLIDs) of each stored flight."""
     flids = {n.flid(r): r for r in ROLES}
@@ -280,15 +276,22 @@ def expected(model: Model) -> dict[str, tuple[bool, dict[str, str], frozenset[st
 
 
 def run(app, sequence: list[Op], group: int) -> None:
+    """Put the sequence in the mailbox and drain it: one commit per message, drained and checked
+    after each (``group`` 1), or grouped, drained and checked where ``cut`` says and at the end. A
+    wrong state is caught where it appears, before a later message can cover it."""
     n = names()
     model = Model(n.day)
     ids = []
-    for op in sequence:
+    for at, op in enumerate(sequence, start=1):
         ids.append(app.mailbox.put(n.message(op)))
         model.apply(op)
-        if group > 1 and op.cut:
-            drain(app, group)
-    drain(app, group)
+        if group == 1 or op.cut or at == len(sequence):
+            drain_now(app, group_messages=group)
+            agrees(app, n, model, ids, sequence[:at])
+
+
+def agrees(app, n: Names, model: Model, ids: list[int], sequence: list[Op]) -> None:
+    """Every message so far SUCCEEDED, and the stored flights and members are the model's."""
     statuses = dict(query(app, "SELECT msg_id, status || coalesce(':' || reason, '') FROM proc_state "
                                "WHERE msg_id = ANY(:ids)", ids=ids))
     assert [statuses.get(i) for i in ids] == ["SUCCEEDED"] * len(ids), (sequence, statuses)

@@ -15,8 +15,7 @@ import pytest
 from builders import flop, gtdt
 from snapshot_builders import dnld, fltr, query, schd, sodt, status
 
-from msgx_engine.pipeline.pump import PumpOptions
-from tests.pipeline_support import gates
+from tests.pipeline_support import drain_now, gates
 
 PATHS = pytest.mark.parametrize("group", [1, 64], ids=["one-message", "grouped"])
 
@@ -24,7 +23,7 @@ PATHS = pytest.mark.parametrize("group", [1, 64], ids=["one-message", "grouped"]
 def drain(app, group: int, *xmls: str) -> list[int]:
     """Put the messages and drain them, ``group`` messages per commit at most."""
     ids = [app.mailbox.put(x) for x in xmls]
-    app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, group_messages=group)).run()
+    drain_now(app, group_messages=group)
     return ids
 
 
