@@ -19,7 +19,7 @@ restoring it with a gate, decision C2; a child's record naming a master never st
 master's FDEL, C3; a master's and its child's records in one ADFT, C4), the other half are any
 message. The run is derandomized (a fixed seed): CI tries issue 52's three sequences first
 (``_issue_52``), then draws the same ``MSGX_PROPERTY_EXAMPLES`` examples (default 50) per path
-every time, one to one and a half minutes for both paths on this two-core machine, by its load.
+every time, 40-75 s for both paths on this two-core machine, by its load.
 Against the code before each of issue 52's fixes, the drawn examples alone
 (``MSGX_PROPERTY_PINNED=0``) find it in both paths as well as the pinned sequences. A larger run
 by hand: ``MSGX_PROPERTY_EXAMPLES=500 .venv/bin/python -m pytest -p no:cacheprovider
