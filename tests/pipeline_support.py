@@ -19,9 +19,10 @@ from msgx_engine.store.tables import (
 flight_gate = detail_tables["flight_gate"]
 
 
-def drain_now(app):
-    """Process everything processable at the ManualClock's current time, then stop."""
-    return app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01)).run()
+def drain_now(app, **options):
+    """Process everything processable at the ManualClock's current time, then stop (``options``:
+    more ``PumpOptions``, e.g. ``group_messages=1`` for one commit per message)."""
+    return app.pump(PumpOptions(exit_when_waiting=True, idle_poll_s=0.01, **options)).run()
 
 
 def proc(app, msg_id):

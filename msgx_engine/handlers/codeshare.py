@@ -10,9 +10,10 @@ live children, each with its own ALCD and FLNO, ordered by FLID. So:
   masters it left and joined, and a master created or restored gets the MAFL of the children
   already waiting for it (``refresh_masters``). A master whose MAFL changes is written like any
   changed flight: new version, ``msg`` and ``schd`` events, projection;
-- a child's own change to any field but its identity (gates, stands, times, ...) is applied to its
-  master too, which is then announced instead of the child (``notify_masters``; decision L6,
-  US-05 AC4): the child keeps its ``schd`` state, its ``msg`` is its master's;
+- a child's own change to any field but those describing the marketing flight (gates, stands,
+  times, ...) is applied to its master too, which is then announced instead of the child
+  (``notify_masters``; decision C4, US-05 AC4): the child keeps its ``schd`` state, its
+  ``msg`` is its master's; the master's own record in the same message wins (``own_record_wins``);
 - a deletion msgx decides itself never leaves a live child of a deleted master: a snapshot keeps
   a master whose child stays (``snapshot.held_masters``), archiving retires a master only with
   its children (decision L5);
@@ -27,7 +28,7 @@ MAFL may change, and the flights it refreshes, under the writer lock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from msgx_engine.handlers.decision import FlightChange
 from msgx_engine.state.model import (
@@ -47,9 +48,16 @@ from msgx_engine.state.model import (
 MAFL = "MAFL"
 DERIVED: frozenset[str] = frozenset({MAFL})   # fields msgx derives; a message never sets them
 _IDENTITY = ("MAID", "ALCD", "FLNO")          # what a child contributes to its master's MAFL
-# A child's own identity (its FFID parts, its link): never passed on to its master (decision L6).
-# Every other field of a child describes the one operated flight, which the master stands for.
-OWN_KEYS: frozenset[str] = frozenset({"FFID", "ALCD", "FLNO", "MVIN", "SODT", "FLIN", "MAID", MAFL})
+# The fields that describe the marketing flight, never passed on to its master (decision C4,
+# docs/flop-subtypes.md "FDEL and the code-share cascade"): its identity (the FFID parts and its
+# airline's subcompany), its links to other flights by its own numbering (MAID, the derived MAFL,
+# the code-share operator and flight CSOP/CSFT, the transit connection TAOP/TAFL/TAID) and what is
+# counted under its own number (passengers PAXC, local bags LBNO/LBWT). Every other field of a
+# child describes the one operated flight, which the master stands for.
+OWN_KEYS: frozenset[str] = frozenset({
+    "FFID", "ALCD", "FLNO", "MVIN", "SODT", "FLIN", "ALSC",
+    "MAID", MAFL, "CSOP", "CSFT", "TAOP", "TAFL", "TAID",
+    "PAXC", "LBNO", "LBWT"})
 SHARED_KEYS: frozenset[str] = ALL_KEYS - OWN_KEYS
 
 
@@ -189,20 +197,22 @@ def refresh_masters(transitions: Mapping[str, tuple[FlightState | None, FlightSt
 
 def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
                    children: Children) -> list[FlightChange]:
-    """Soft-delete the ``targets`` and, for a live master, its live children (C-25, INV-21/22).
+    """Soft-delete the ``targets`` and every live child of theirs (C-25, INV-21/22).
 
     Each flight is deleted once. A missing or already deleted target still gets its deletion (a
     tombstone or a re-stamped flag, invisible to readers: FDEL stays idempotent), so a late
-    message older than the deletion cannot bring the flight back (last writer wins, F6). The
-    children come from ``children`` (live when read); the pipeline loads their states. The masters
-    of deleted children are refreshed by ``refresh_masters`` afterwards."""
+    message older than the deletion cannot bring the flight back (last writer wins, F6); its
+    live children, stored with ``MAID`` naming it before it was ever stored or after it was
+    deleted, go with it as a live master's do, each a visible deletion (decision C3): no live
+    child is left pointing at a master the AODB deleted. The children come from ``children``
+    (live when read); the pipeline loads their states. The masters of deleted children are
+    refreshed by ``refresh_masters`` afterwards."""
     doomed: list[str] = []
     for flid in targets:
         if flid in doomed:
             continue
         doomed.append(flid)
-        if _live(flights.get(flid)):
-            doomed += [c for c in cascade([flid], children) if c not in doomed]
+        doomed += [c for c in cascade([flid], children) if c not in doomed]
     return [FlightChange(flid=f, commands=(), create=False, delete=True) for f in doomed]
 
 
@@ -211,7 +221,7 @@ def cascade(masters: Iterable[str], children: Children) -> list[str]:
     return [r.flid for m in masters for r in sorted(children.get(m, ()), key=lambda r: flid_order(r.flid))]
 
 
-# --- a child's own changes go to its master (decision L6; US-05 AC4) --------------------------------
+# --- a child's own changes go to its master (decision C4; US-05 AC4) --------------------------------
 def may_notify_masters(changes: Iterable[FlightChange], flights: Mapping[str, FlightState]) -> bool:
     """A cheap first look: does the message change a flight stored as a live code-share child?"""
     return any(master_of(flights.get(change.flid)) is not None for change in changes)
@@ -251,7 +261,7 @@ def masters_to_notify(transitions: Mapping[str, tuple[FlightState | None, Flight
 
 def notify_masters(transitions: Mapping[str, tuple[FlightState | None, FlightState]],
                    flights: Mapping[str, FlightState], loaded: object = None) -> list[FlightChange]:
-    """A child's own change (gates, times, ...) updates its master (decision L6, US-05 AC4): the
+    """A child's own change (gates, times, ...) updates its master (decision C4, US-05 AC4): the
     same change to every shared field, as a ``create=False`` change the pipeline loads and writes
     like any other (last writer wins by mailbox id, F6): the master gets a new version, its ``msg``
     and ``schd`` events and its projection when that changes what it holds, nothing when it holds
@@ -272,9 +282,27 @@ def notify_masters(transitions: Mapping[str, tuple[FlightState | None, FlightSta
     return changes
 
 
+def own_record_wins(changes: Sequence[FlightChange], derived: Iterable[FlightChange]) -> list[FlightChange]:
+    """``derived`` without the keys a flight's own change in the same message carries (decision
+    C4): the master's own record (an ADFT record, a FLOP block) says what it holds, and a child's
+    change passed on to it never overrides that, whichever comes first in the message. A derived
+    change left with no command is dropped."""
+    own = {c.flid: {cmd.key for cmd in c.commands} for c in changes}
+    kept: list[FlightChange] = []
+    for change in derived:
+        carried = own.get(change.flid)
+        if carried:
+            commands = tuple(cmd for cmd in change.commands if cmd.key not in carried)
+            if not commands:
+                continue
+            change = replace(change, commands=commands)
+        kept.append(change)
+    return kept
+
+
 def announced_by_master(before: FlightState | None, after: FlightState, current: Mapping[str, FlightState]) -> bool:
     """Whether a child's visible change is announced on its master's ``msg`` instead of its own
-    (decision L6: no code-share notification of its own): it was and stays a live child of a live
+    (decision C4: no code-share notification of its own): it was and stays a live child of a live
     master the message also writes. Its ``schd`` whole state is still published."""
     master = _stays_child(before, after)
     target = current.get(master) if master is not None else None

@@ -384,6 +384,8 @@ class SnapshotPlan(Plan):
     req_id: int | None = None             # the RQFD a RESP answers (the run record)
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()   # masters kept for their live children
                                           # that stay, with those children (decision L5)
+    unstored: frozenset[str] = frozenset()   # written flights with no stored row (no head): the
+                                          # writer deletes no detail rows of theirs (P21, decision C2)
 
     @property
     def day(self) -> date:
@@ -434,7 +436,8 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     written = [_with_mafl(s, codeshare.derived_mafl(s.flid, inp.children, after, after_children))
                if s.flid in inp.children else s for s in written]
     return SnapshotPlan(inp.styp, inp.ledger, tuple(written), tuple(deleted), tuple(kept_later), members,
-                        len(inp.flights), inp.request.req_id if inp.request else None, held)
+                        len(inp.flights), inp.request.req_id if inp.request else None, held,
+                        frozenset(s.flid for s in written if s.flid not in inp.heads))
 
 
 def held_masters(diff: Iterable[str], members: frozenset[str], written: Iterable[FlightState],

@@ -48,7 +48,7 @@ class WriteBehind:
 
     terminal: bool = True
     states: dict[str, FlightState] = field(default_factory=dict)          # each flight's last state
-    before: dict[str, FlightState | None] = field(default_factory=dict)  # ... and its stored state
+    before: dict[str, FlightState | None] = field(default_factory=dict)  # ... and its stored state (None: no row)
     detail_versions: dict[str, int] = field(default_factory=dict)        # ... the version that last moved its details
     events: list[OutboxRow] = field(default_factory=list)
     applied: list[queue.Applied] = field(default_factory=list)
@@ -97,7 +97,7 @@ class WriteBehind:
         with pipelined(conn):
             FlightRepository(conn).persist_next_states(
                 states, now=now, previous={f: st for f, st in before.items() if st is not None and f not in back},
-                detail_versions=versions)
+                detail_versions=versions, unstored={f for f, st in before.items() if st is None})
             # held terminal statuses commit with their events: written released (P25)
             outbox.insert(conn, events, released_at=now if self.terminal else None)
         write = queue.write_applied if self.terminal else queue.mark_applied_many

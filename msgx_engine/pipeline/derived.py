@@ -74,7 +74,7 @@ def _nothing(conn: Connection, masters: Collection[str]) -> None:
 
 
 MAFL = Refresh(codeshare.may_touch_masters, codeshare.masters_to_derive, _children, codeshare.refresh_masters)  # D30
-# decision L6: a code-share child's own change (gates, times, ...) updates and notifies its master
+# decision C4: a code-share child's own change (gates, times, ...) updates and notifies its master
 SHARED = Refresh(codeshare.may_notify_masters, codeshare.masters_to_notify, _nothing, codeshare.notify_masters)
 REFRESHES: tuple[Refresh[Any], ...] = (MAFL, SHARED)
 
@@ -99,6 +99,7 @@ def refresh_derived(conn: Connection, decision: Decision, flights: Mapping[str, 
         if wanted:
             before_read(partial(_child_of, frozenset(wanted)))     # the children the rule reads
             extra += rule.derive(moves, flights, rule.load(conn, wanted))
+    extra = codeshare.own_record_wins(decision.changes, extra)     # decision C4
     if not extra:
         return decision, flights
     return load_named(conn, replace(decision, changes=merge_changes(decision.changes, extra)), flights, before_read)

@@ -253,7 +253,9 @@ class Processor:
         # status write would release them in the same commit (P25)
         released_at = now if self.folds_transactions else None
         with pipelined(conn):        # the writes travel together: one round trip, not one each
-            FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights)
+            # the route looked up every flight it writes: one it did not find has no stored row
+            FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights,
+                                                       unstored={st.flid for st in states} - set(routed.flights))
             if not decision.plans:
                 outbox.insert(conn, events, released_at=released_at)
                 events = []

@@ -76,7 +76,7 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         states.append(state)
         shown.append(state)
         own = outbox.change_events(msg_id, meta, state, changed, cleared)
-        if codeshare.announced_by_master(before, state, current):   # decision L6: its master's msg tells it
+        if codeshare.announced_by_master(before, state, current):   # decision C4: its master's msg tells it
             own = [e for e in own if e.topic != outbox.TOPIC_MSG]
         events += own
     return states, events, shown

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from functools import cache
 from types import MappingProxyType
@@ -90,19 +90,22 @@ def _tables_holding(states: Iterable[FlightState]) -> set[str]:
     return {spec.table for st in states for spec in COLLECTIONS if st.fields.get(spec.key)}
 
 
-def _all_first(states: Sequence[FlightState]) -> bool:
-    """Every state is its flight's first (version 1): no stored row, hence no detail rows (P21)."""
-    return all(st.state_version == 1 for st in states)
+def _all_unstored(states: Sequence[FlightState], unstored: Collection[str]) -> bool:
+    """Every state is of a flight with no stored row, hence no detail rows (P21): the caller knows
+    it (its load found none), never the state's version, which is also 1 for the restore of a
+    tombstone FDEL left for a flight never stored, a row that may hold hidden detail rows."""
+    return all(st.flid in unstored for st in states)
 
 
-def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, FlightState] | None) -> tuple[str, ...]:
-    """The detail tables that may hold rows of the flights ``states`` rewrite. None when every
-    state is its flight's first (version 1: no stored row, so no detail rows; a new day's snapshot
-    skips the DELETE of its 10,000 flights); all 9 when the stored states were not loaded
-    (or one is missing); else the tables the loaded ones fill."""
-    if _all_first(states):
+def _tables_to_clear(states: Sequence[FlightState], previous: Mapping[str, FlightState] | None,
+                     unstored: Collection[str]) -> tuple[str, ...]:
+    """The detail tables that may hold rows of the flights ``states`` rewrite. None when no flight
+    has a stored row (``unstored``: a new day's snapshot skips the DELETE of its 10,000 flights);
+    all 9 when the stored states were not loaded (or one is missing); else the tables the loaded
+    ones fill."""
+    if _all_unstored(states, unstored):
         return ()
-    if previous is None or any(st.flid not in previous for st in states if st.state_version > 1):
+    if previous is None or any(st.flid not in previous and st.flid not in unstored for st in states):
         return tuple(detail_tables)
     holding = _tables_holding(previous[st.flid] for st in states if st.flid in previous)
     return tuple(t for t in detail_tables if t in holding)
@@ -326,7 +329,8 @@ class FlightRepository:
 
     def persist_next_states(self, states: Sequence[FlightState], *, now: datetime | None = None,
                             previous: Mapping[str, FlightState] | None = None,
-                            detail_versions: Mapping[str, int] | None = None) -> None:
+                            detail_versions: Mapping[str, int] | None = None,
+                            unstored: Collection[str] = frozenset()) -> None:
         """The single writer path: upsert main rows, then rewrite every detail group.
 
         ``now`` stamps ``updated_at``/``deleted_at``; callers pass their clock's time (the
@@ -336,6 +340,11 @@ class FlightRepository:
         flight has none to delete; a silent write of stamps has none to rewrite); without them, all 9.
         ``detail_versions``: the ``record_version`` of a flight's detail rows when it is not the
         state's own (the version whose message last moved them, P13).
+        ``unstored``: the flights the caller knows have no stored row (its load found none). They
+        get no DELETE of detail rows, and a large batch of nothing else is COPYed straight into
+        ``flight_schd`` (P21, P24). Any other flight is taken as stored, whatever its version: a
+        tombstone FDEL left for a flight never stored is restored at version 1 and may hold
+        detail rows a hidden write put under it (decision C2).
         """
         if not states:
             return
@@ -345,7 +354,7 @@ class FlightRepository:
             now = self.conn.execute(select(func.now())).scalar_one()
         # built as COPY sends them: the server stores each row while the next is built (P29)
         rows = (main_values(s, now) for s in states)
-        if len(states) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_first(states),
+        if len(states) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_unstored(states, unstored),
                                                                          binary=now.tzinfo is not None):
             self.conn.exec_driver_sql(_UPSERT_SQL, bulk.rows_param([dict(zip(_MAIN_COLUMNS, r, strict=True))
                                                                     for r in rows]))
@@ -353,9 +362,10 @@ class FlightRepository:
             states = [st for st in states if collections_of(st) != collections_of(previous.get(st.flid))]
             if not states:
                 return
-        tables = _tables_to_clear(states, previous)
+        tables = _tables_to_clear(states, previous, unstored)
         if tables:
-            self.conn.exec_driver_sql(_delete_sql(tables), {"flids": bulk.TextArray(s.flid for s in states)})
+            self.conn.exec_driver_sql(_delete_sql(tables), {"flids": bulk.TextArray(
+                s.flid for s in states if s.flid not in unstored)})
         if _entries_reach(states, bulk.COPY_MIN_ROWS):
             if all(bulk.copy_rows(self.conn, name, _DETAIL_COLUMNS[name], _detail_tuples(states, name, detail_versions),
                                   binary=True) for name in _SPECS_BY_TABLE):
@@ -371,8 +381,8 @@ class FlightRepository:
             self.conn.exec_driver_sql(_DETAIL_INSERT_SQL[table_name], bulk.rows_param(table_rows))
 
     def _copy_main_rows(self, rows: Iterable[list[object]], *, first: bool, binary: bool) -> bool:
-        """The main rows by COPY (False: COPY cannot run here). ``first``: every row is its
-        flight's first (no stored row, P21), so COPY writes them into ``flight_schd`` itself, where
+        """The main rows by COPY (False: COPY cannot run here). ``first``: no row's flight is
+        stored (the caller's ``unstored``, P21), so COPY writes them into ``flight_schd`` itself, where
         an upsert would copy them into a temporary table and insert them from there (P24). Were a
         row stored after all, the insert fails on the key and the message is retried or DEAD: it
         never overwrites in silence. ``binary``: ``now`` has its time zone, so every value is of

@@ -76,11 +76,12 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     caller writes them (``outbox.StateEvents``)."""
     version = advance_version(conn, plan.ledger, msg_id, now)
     written = with_bridges(plan.written, BridgeReader(conn, msg_id))
-    # version 1 everywhere: no flight it writes was stored before, so there is nothing to compare
-    # (a new day's package skips the copies and the comparison)
+    # version 1 everywhere: no flight it writes was live before (it had no row, or only the
+    # tombstone of an FDEL), so there is nothing to compare (a new day's package skips the copies
+    # and the comparison)
     fresh = all(s.state_version == 1 for s in written)
     compared = [] if fresh else reconciliation.keep_before(conn, [s.flid for s in written])
-    FlightRepository(conn).persist_next_states(written)
+    FlightRepository(conn).persist_next_states(written, unstored=plan.unstored)
     tombstones = soft_delete(conn, plan.deleted, msg_id, now)
     replace_members(conn, plan.day, plan.ledger.members, plan.members)
     pairs = [] if fresh else reconciliation.differences(conn)

@@ -1,4 +1,4 @@
-"""A code-share child's own change reaches its master's Redis entry (US-05 AC4, INV-24, decision L6):
+"""A code-share child's own change reaches its master's Redis entry (US-05 AC4, INV-24, decision C4):
 the projection lists masters only, so the child's gate is visible to its readers through its master."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ MASTER, CHILD = "9201", "9202"
 
 
 def test_a_childs_gate_reaches_its_masters_projection(app, redis_url):
-    """US-05 AC4, INV-24, decision L6: after a GTDT on the child, the master's projected whole
+    """US-05 AC4, INV-24, decision C4: after a GTDT on the child, the master's projected whole
     state carries the gate at its new version, the child has no entry, and PG and Redis agree."""
     projection = Projection(connect(redis_url), f"flightInfo:test:{uuid.uuid4().hex[:8]}")
     app.post_commit.append(projection.hook)

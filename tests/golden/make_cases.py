@@ -212,7 +212,7 @@ def cross_cutting(w: Writer) -> None:
     same = flop("STND", FLID, "\t\t<STND>S209</STND>\n")
     w.case("STND", "same_value", "a new message repeating the stored value: no version bump, no event",
            ["US-05 AC5"], [prior(STND="S209")], [same, flop("STND", FLID, "\t\t<STND>S209</STND>\n")])
-    w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child and its master (L6); "
+    w.case("GTDT", "codeshare_child", "FLOP on a code-share child updates the child and its master (C4); "
            "the master's msg tells it, the child publishes only its schd state",
            ["US-05 AC4", "INV-21"],
            [prior("100", MAFL=[{"FLID": FLID, "ALCD": "MU", "FLNO": "MU501"}]), child(FLID, "100", "MU", "MU501")],
@@ -241,10 +241,10 @@ def codeshare_cases(w: Writer) -> None:
            "it, 200's gains it; both masters get a new version and events", spec,
            [*family, prior("200", ALCD="HU", FLNO="HU7")], [flop("MAID", "15", "\t\t<MAID>200</MAID>\n")])
     w.case("CODESHARE", "child_flno_changed", "FLOP FLNO on child 16: the master's MAFL entry follows it, "
-           "and the master's msg announces it, not the child's (L6)", spec,
+           "and the master's msg announces it, not the child's (C4)", spec,
            family, [flop("FLNO", "16", "\t\t<FLNO>FM902</FLNO>\n")])
     w.case("CODESHARE", "child_update_other", "FLOP GTDT on a child: its master takes the gates and is "
-           "notified (L6); the MAFL is unchanged", spec, family,
+           "notified (C4); the MAFL is unchanged", spec, family,
            [flop("GTDT", "15", '\t\t<GTDT GTNO="1"><GATE>A1</GATE></GTDT>\n')])
     w.case("CODESHARE", "master_created_after_children", "children arrive first (their master unknown); the "
            "ADFT that creates the master gives it the MAFL of the children already waiting", spec,
@@ -443,7 +443,7 @@ def abdg_cases(w: Writer) -> None:
            "message fields", spec + ["G-FLOP-UNMAPPED"], [prior()],
            [package, flop("PSDT", FLID, '\t\t<PSDT PSNO="1"><PSST>212</PSST><ABDG>999</ABDG></PSDT>\n')])
     w.case("ABDG", "codeshare_child", "PSDT on a code-share child: the child carries ABDG; the master takes the "
-           "stands with their ABDG and is notified (L6)", spec + ["INV-21"],
+           "stands with their ABDG and is notified (C4)", spec + ["INV-21"],
            [prior("100", MAFL=FAMILY_MAFL[:1]), prior("15", MAID="100")], [package, stands("212")])
 
 

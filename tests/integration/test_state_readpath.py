@@ -71,8 +71,8 @@ class StatementLog:
 
 
 def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app):
-    """FS §5.4: states at version 1 are flights with no stored row, so the writer path
-    sends no DELETE to the 9 detail tables. 600 of them go the COPY way (the main rows as value
+    """FS §5.4, decision C2: flights the caller names as having no stored row (``unstored``) get no
+    DELETE to the 9 detail tables. 600 of them go the COPY way (the main rows as value
     lists, ``main_values``), 3 the JSON way, and both read back equal to what was written; their
     next states (version 2, one gate fewer) replace the detail rows, which takes the DELETE."""
     big = [flight(n) for n in range(600)]
@@ -80,7 +80,7 @@ def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app
     log = StatementLog(app.engine)
     for batch in (big, small):
         with app.engine.begin() as conn:
-            FlightRepository(conn).persist_next_states(batch)
+            FlightRepository(conn).persist_next_states(batch, unstored={s.flid for s in batch})
     assert log.deletes() == []
     with app.engine.connect() as conn:
         loaded = FlightRepository(conn).load(s.flid for s in big + small)
@@ -99,14 +99,21 @@ def test_new_flights_are_written_without_a_detail_delete_and_read_back_equal(app
 
 
 def test_first_states_are_copied_in_and_never_overwrite_a_stored_row(app):
-    """Decision P24, FS §5.4: a batch of first states (version 1) goes by COPY straight
-    into ``flight_schd``, not by an upsert. Were one of its flights stored after all, the batch
-    fails on the key and writes nothing: it never overwrites a stored flight in silence."""
+    """Decisions P24, C2, FS §5.4: a batch of flights named as having no stored row goes by COPY
+    straight into ``flight_schd``, not by an upsert. Were one of them stored after all, the batch
+    fails on the key and writes nothing: it never overwrites a stored flight in silence. The same
+    batch not so named is upserted, whatever its versions."""
     kept = FlightState(flid=flight(7).flid, fields=MappingProxyType({"STND": "KEPT"}), state_version=1)
     with app.engine.begin() as conn:
         FlightRepository(conn).persist_next_states([kept])         # one row: the JSON upsert
     with pytest.raises(IntegrityError), app.engine.begin() as conn:
-        FlightRepository(conn).persist_next_states([flight(n) for n in range(600)])
+        FlightRepository(conn).persist_next_states([flight(n) for n in range(600)],
+                                                   unstored={flight(n).flid for n in range(600)})
     with app.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM flight_schd").scalar_one() == 1
         assert FlightRepository(conn).load([kept.flid])[kept.flid].fields == kept.fields
+    with app.engine.begin() as conn:
+        FlightRepository(conn).persist_next_states([flight(n) for n in range(600)])
+    with app.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM flight_schd").scalar_one() == 600
+        assert FlightRepository(conn).load([kept.flid])[kept.flid].fields == flight(7).fields

@@ -20,6 +20,7 @@ from msgx_engine.handlers.codeshare import (
     may_notify_masters,
     may_touch_masters,
     notify_masters,
+    own_record_wins,
     refresh_masters,
     shared_commands,
     strip_derived,
@@ -114,8 +115,8 @@ def test_d30_only_changes_that_can_touch_a_master_cost_a_look():
     assert may_touch_masters([FlightChange("D", gate, undelete=True)], flights)
 
 
-def test_l6_a_childs_shared_change_goes_to_its_master():
-    """US-05 AC4, decision L6: a live child's change to a shared field becomes the same change on
+def test_c4_a_childs_shared_change_goes_to_its_master():
+    """US-05 AC4, decision C4: a live child's change to a shared field becomes the same change on
     its master; its identity fields, a created, restored, moved or deleted child, and a master the
     message deletes get none."""
     before = state("C", MAID="M", ALCD="MU", FLNO="MU1", STND="1", EOBT="09SEP260800")
@@ -133,8 +134,30 @@ def test_l6_a_childs_shared_change_goes_to_its_master():
     assert not may_notify_masters([FlightChange("P", ())], {"P": state("P", STND="1")})
 
 
-def test_l6_a_child_is_announced_by_a_live_master_only():
-    """Decision L6: the child's own msg is left out only while it stays the child of a live master."""
+def test_c4_the_marketing_flights_fields_stay_with_the_child():
+    """Decision C4: a child's PAXC, CSOP, CSFT, LBNO/LBWT, TAOP/TAFL/TAID and ALSC are its own
+    marketing flight's; only the operated flight's fields (a stand here) reach its master."""
+    before = state("C", MAID="M", STND="1")
+    after = state("C", MAID="M", STND="2", PAXC="20", CSOP="CA", CSFT="CA1", LBNO="3", LBWT="40", TAOP="MU",
+                  TAFL="MU5", TAID="77", ALSC="X")
+    assert shared_commands(before, after) == (Set("STND", "2"),)
+
+
+def test_c4_the_masters_own_record_in_the_message_wins():
+    """Decision C4: a key the master's own change in the message carries is taken off what its
+    child passes on (whichever comes first); a passed change left empty is dropped; MAFL
+    refreshes and flights the message does not change are untouched."""
+    own = [FlightChange("M", (Set("PAXC", "151"), Replace("GTDT", ()))), FlightChange("C", (Set("STND", "9"),))]
+    passed = [FlightChange("M", (Set("STND", "9"), Replace("GTDT", (freeze_entry({"GATE": "B2"}),))), create=False),
+              FlightChange("N", (Set("STND", "9"),), create=False)]
+    assert own_record_wins(own, passed) == [FlightChange("M", (Set("STND", "9"),), create=False), passed[1]]
+    assert own_record_wins(own, [FlightChange("M", (Replace("GTDT", ()),), create=False)]) == []
+    mafl_ = FlightChange("M", (Replace("MAFL", ()),), create=False)
+    assert own_record_wins(own, [mafl_]) == [mafl_]
+
+
+def test_c4_a_child_is_announced_by_a_live_master_only():
+    """Decision C4: the child's own msg is left out only while it stays the child of a live master."""
     before, after = state("C", MAID="M", STND="1"), state("C", MAID="M", STND="2")
     assert announced_by_master(before, after, {"M": state("M")})
     assert not announced_by_master(before, after, {})

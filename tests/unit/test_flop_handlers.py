@@ -159,8 +159,9 @@ def _visible(change: FlightChange, before) -> bool:
 
 
 def test_delete_cascade_rules():
-    """INV-21, US-05 AC4, C-25: a master takes its live children with it; a child goes alone (its
-    master's MAFL is re-derived by refresh_masters, tests/unit/test_codeshare_rules.py)."""
+    """INV-21, US-05 AC4, C-25, decision C3: a master, stored or not, takes its live children with
+    it; a child goes alone (its master's MAFL is re-derived by refresh_masters,
+    tests/unit/test_codeshare_rules.py)."""
     flights = {"M": state("M"), "C1": state("C1", MAID="M"), "C2": state("C2", MAID="M")}
     children = {"M": (ChildRef("C1"), ChildRef("C2")), "C1": (), "C2": ()}
     assert [(c.flid, c.delete) for c in delete_flights(["C1"], flights, children)] == [("C1", True)]
@@ -169,7 +170,10 @@ def test_delete_cascade_rules():
                                                               ("C2", True, False)]
     assert [(c.flid, c.delete) for c in delete_flights(["NOPE"], flights, children)] == [("NOPE", True)]  # tombstone
     deleted_master = {**flights, "M": replace(flights["M"], deleted=True)}
-    assert [c.flid for c in delete_flights(["M"], deleted_master, children)] == ["M"]   # re-stamped, no cascade
+    assert [c.flid for c in delete_flights(["M"], deleted_master, {"M": ()})] == ["M"]   # re-stamped
+    # decision C3: a missing or deleted master still takes the live children that name it
+    assert [c.flid for c in delete_flights(["M"], deleted_master, children)] == ["M", "C1", "C2"]
+    assert [c.flid for c in delete_flights(["M"], {"C1": flights["C1"]}, {"M": (ChildRef("C1"),)})] == ["M", "C1"]
     assert len(delete_flights(["C1", "M"], flights, children)) == 3     # each flight once
 
 

@@ -258,7 +258,7 @@ def test_port_entries_are_registers_of_their_own():
 
 
 def test_a_code_share_childs_late_port_entry_reaches_its_master():
-    """Decisions L6 and L7: the child passes its PORT change on entry by entry, so its late open
+    """Decisions C4 and L7: the child passes its PORT change on entry by entry, so its late open
     time (id 11) lands on the master although the master's PORT was written by id 12."""
     child_before = FlightState("C", fields=MappingProxyType({PORT: (_port_entry("C", "B"),)}))
     child_after = FlightState("C", fields=MappingProxyType({PORT: (_port_entry("O", "A"), _port_entry("C", "B"))}))
