@@ -71,11 +71,14 @@ class Topology:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     sent: list[int] = field(default_factory=list)        # every mailbox id the tests put
 
-    def start(self, service: str) -> None:
+    def start(self, service: str, *, sigint_ignored: bool = False) -> None:
+        """Start a service with its compose command; ``sigint_ignored``: as a non-interactive shell
+        starts a command in the background (``… &`` in a script), with SIGINT ignored."""
         argv = local_command(COMPOSE["services"][service]["command"], self.ports[service], self.workspace)
         log = (self.home / f"{service}.log").open("ab")
+        ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
         self.procs[service] = subprocess.Popen(argv, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True)
+                                               start_new_session=True, preexec_fn=ignore)
 
     def tree(self, service: str) -> list[psutil.Process]:
         """A service's process and every process under it."""

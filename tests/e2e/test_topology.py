@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 
 import dagster as dg
+import psutil
 import pytest
 
 from tests.topology_support import (
@@ -177,4 +178,57 @@ def test_pump_and_request_tracking_are_back_after_the_code_server_dies_with_its_
         run = instance.get_run_by_id(successor)
         assert run is not None and run.tags["msgx/launched_by"] == "schedule:request_tracking_job_schedule"
         assert int(run.tags["dagster/max_runtime"]) > 600
+
+
+STOP_WITHIN_S = 30.0     # issue 53: a code server given SIGTERM is gone within 30 s (systemd waits 90)
+
+
+def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``processes`` that have not ended (a zombie has: it only waits to be reaped)."""
+    alive = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_code_server_stopped_with_sigterm_under_a_running_pump_launches_nothing_and_exits(topology):
+    """OPS-1, T6 (issue 53): the code server started as a script's background job starts it (SIGINT
+    ignored, which Dagster's code server would turn into SIGTERM ignored) and stopped as systemd
+    stops a unit, SIGTERM to every process of it, while inbox_sensor is on and a pump runs: the pump
+    ends cleanly (its run succeeds), no run starts after the signal, and every process of the code
+    server has exited within 30 s, long before systemd's SIGKILL. Started again, the code server
+    gets the next pump from the sensor; every message is processed and delivered once."""
+    topology.kill_tree("codeserver")
+    topology.start("codeserver", sigint_ignored=True)
+    topology.wait("the code server answers", topology.code_server_answers, START_DEADLINE_S)
+    put(topology, "S1")
+    before = topology.wait("a pump run holds the writer lock", topology.running_pump, START_DEADLINE_S)
+    assert_each_once(topology)
+    tree = topology.tree("codeserver")
+    signalled_at, signalled_wall = time.monotonic(), time.time()
+    os.killpg(topology.procs["codeserver"].pid, signal.SIGTERM)
+    end = signalled_at + STOP_WITHIN_S
+    while still_running(tree) and time.monotonic() < end:
+        time.sleep(0.2)
+    alive = still_running(tree)
+    for p in alive:
+        p.kill()
+    assert not alive, f"still running {STOP_WITHIN_S:.0f} s after SIGTERM: {alive}\n{topology.logs()}"
+    print(f"code server gone {time.monotonic() - signalled_at:.1f} s after SIGTERM")
+    topology.procs["codeserver"].wait(5)
+    assert topology.run_status(before) == dg.DagsterRunStatus.SUCCESS
+    with topology.instance() as instance:
+        started = [(r.dagster_run.job_name, r.dagster_run.status) for r in instance.get_run_records()
+                   if r.start_time is not None and r.start_time > signalled_wall]
+    assert not started
+    put(topology, "S2")
+    topology.start("codeserver")
+    topology.wait("the code server answers again", topology.code_server_answers, START_DEADLINE_S)
+    topology.wait("a new pump run holds the writer lock", lambda: (r := topology.running_pump()) != before and r,
+                  BACK_WITHIN_S)
+    assert_each_once(topology)
 

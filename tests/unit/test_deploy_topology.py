@@ -76,7 +76,7 @@ def test_workspace_loads_msgx_from_the_code_server_of_the_compose_file():
     [entry] = workspace["load_from"]
     server = entry["grpc_server"]
     code = SERVICES["codeserver"]["command"]
-    assert code[:3] == ["dagster", "code-server", "start"]
+    assert code[:3] == ["python", "-m", "msgx_dagster.code_server"]     # dagster code-server start (T6)
     assert server["host"] == "codeserver" and str(server["port"]) == option(code, "--port")
     assert server["location_name"] == option(code, "--location-name")
     for name in ("daemon", "webserver-operators", "webserver-viewers"):
