@@ -1,4 +1,4 @@
-"""Every job's run survives a code server that dies with its run workers (OPS-1, T5; issue 51).
+"""Every job's run survives a code server that dies with its run workers (OPS-1, T5).
 
 One topology (the code server and the daemon as processes, the instance deploy/dagster.yaml, the
 operators' webserver to launch through) serves every job of the code location. A run of each job
@@ -30,7 +30,7 @@ from tests.topology_support import LAUNCH, LOCATION, START_DEADLINE_S, Topology,
 
 pytestmark = pytest.mark.slow
 
-BOUND_S = 120.0              # issue 51: the next run of the job can start within two minutes of the kill
+BOUND_S = 120.0              # the next run of the job can start within two minutes of the kill
 AUDIT = {"operator": "orphan test", "reason": "a run orphaned by its code server"}
 # A run config per job that reaches the state database (each then waits on the test's lock).
 RUN_CONFIG = {

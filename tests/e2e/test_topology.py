@@ -180,7 +180,7 @@ def test_pump_and_request_tracking_are_back_after_the_code_server_dies_with_its_
         assert int(run.tags["dagster/max_runtime"]) > 600
 
 
-STOP_WITHIN_S = 30.0     # issue 53: a code server given SIGTERM is gone within 30 s (systemd waits 90)
+STOP_WITHIN_S = 30.0     # a code server given SIGTERM is gone within 30 s (systemd waits 90)
 
 
 def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
@@ -196,7 +196,7 @@ def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
 
 
 def test_code_server_stopped_with_sigterm_under_a_running_pump_launches_nothing_and_exits(topology):
-    """OPS-1, T6 (issue 53): the code server started as a script's background job starts it (SIGINT
+    """OPS-1, T6: the code server started as a script's background job starts it (SIGINT
     ignored, which Dagster's code server would turn into SIGTERM ignored) and stopped as systemd
     stops a unit, SIGTERM to every process of it, while inbox_sensor is on and a pump runs: the pump
     ends cleanly (its run succeeds), no run starts after the signal, and every process of the code

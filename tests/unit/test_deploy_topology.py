@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text("utf-8"))
 SERVICES = COMPOSE["services"]
-ORPHAN_BOUND_S = 120    # issue 51: a dead worker's job can start its next run within two minutes
+ORPHAN_BOUND_S = 120    # a dead worker's job can start its next run within two minutes
 
 
 def option(command: list[str], name: str) -> str:
