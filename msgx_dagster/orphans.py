@@ -11,6 +11,12 @@ workers on its own host: a pid is checked only on the host that wrote it. A hear
 run when its process started after the run did. This module decides; the inbox sensor and the
 looping schedules act (mark the run failed with the reason, start the next run in the same
 evaluation).
+
+Every other job's runs need no heartbeat of their own: with Dagster's default run launcher a run
+worker is a child process of the code server, and Dagster records its pid in the run's first engine
+event ("Started process for run (pid: N)"). ``run_worker_sensor``, evaluated in that code server,
+fails a run whose worker that pid no longer names (T5). Run monitoring in the daemon covers what
+has no worker to look at yet: a run stuck starting.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import dagster as dg
+import psutil
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -179,3 +186,79 @@ class Pulse:
             log.warning("%s heartbeat not recorded: %s", self.component, exc.__class__.__name__)
             return
         self.last, self.first = self.monotonic(), False
+
+
+# --- every other run: its worker's pid, from Dagster's own record -------------------------------
+WORKER_STARTED = "Started process for run"    # the engine event a run worker writes first, with its pid
+JUDGED = [dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+PID_CLOCK_SLACK_S = 2.0   # a process's start time is derived from the boot time, a whole second
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A run's worker process as Dagster recorded it: its pid, and when it said so (Unix time)."""
+
+    pid: int
+    said_at: float
+
+
+def run_worker(instance: dg.DagsterInstance, run_id: str) -> Worker | None:
+    """The run's worker from its engine events, or None when none has said its pid yet (a run
+    still starting, or one executed in the process that asked for it: ``dagster job execute``)."""
+    records = instance.get_records_for_run(run_id, of_type=dg.DagsterEventType.ENGINE_EVENT, limit=10).records
+    for record in records:
+        entry = record.event_log_entry
+        event = entry.dagster_event
+        if event is None or not (entry.user_message or event.message or "").startswith(WORKER_STARTED):
+            continue
+        pid = event.engine_event_data.metadata.get("pid")
+        if pid is not None and str(pid.value).isdigit():
+            return Worker(int(str(pid.value)), entry.timestamp)
+    return None
+
+
+def worker_alive(worker: Worker) -> bool:
+    """A process with the worker's pid runs on this host and started before the worker said its
+    pid (a later process reusing the pid is not the worker; a zombie has ended)."""
+    try:
+        process = psutil.Process(worker.pid)
+        return (process.status() != psutil.STATUS_ZOMBIE
+                and process.create_time() <= worker.said_at + PID_CLOCK_SLACK_S)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def workers_are_children(instance: dg.DagsterInstance) -> bool:
+    """Runs are processes of the code server (Dagster's default run launcher), so a pid it reads
+    is a run worker's. With the Docker or Kubernetes launcher run monitoring checks the workers."""
+    return type(instance.run_launcher) is dg.DefaultRunLauncher
+
+
+def end_runs_without_worker(context: dg.SensorEvaluationContext, skip_jobs: frozenset[str]) -> list[str]:
+    """Fail every starting or started run of this code location's jobs (cancel a canceling one)
+    whose worker is gone; the ids of the runs ended. ``skip_jobs``: the jobs whose own sensor or
+    schedule judges their runs and starts the successor in the same evaluation."""
+    instance = context.instance
+    repository = context.repository_def
+    if repository is None or not workers_are_children(instance):
+        return []
+    ended = []
+    for record in instance.get_run_records(dg.RunsFilter(statuses=JUDGED)):
+        run = record.dagster_run
+        if run.job_name in skip_jobs or not repository.has_job(run.job_name):
+            continue
+        worker = run_worker(instance, run.run_id)
+        if worker is None or worker_alive(worker):
+            continue
+        why = (f"the {run.job_name} run {run.run_id} has no run worker any more: process {worker.pid} has ended "
+               "(it died, most likely with its code server)")
+        if run.status == dg.DagsterRunStatus.CANCELING:
+            context.log.warning(why)
+            instance.report_run_canceled(run, f"{why}; run_worker_sensor marks it canceled")
+        else:
+            fail(context, run, f"{why}; run_worker_sensor marks it failed so that the next {run.job_name} run "
+                               "can start")
+        ended.append(run.run_id)
+    return ended

@@ -18,16 +18,20 @@ from pathlib import Path
 STORAGE_DRIVER = "postgresql+psycopg2"
 
 # One run at a time per `singleton` tag value (pump_job has singleton=pump, dispatch_job
-# singleton=dispatch, ...), each run tagged with who launched it: the same block as
-# deploy/dagster.yaml; a test keeps them equal. (A module path in YAML: no Dagster import here.)
+# singleton=dispatch, ...), each run tagged with who launched it, launched in four threads, at most
+# 20 in progress: the same block as deploy/dagster.yaml; a test keeps them equal. (A module path in
+# YAML: no Dagster import here.)
 RUN_LIMITS = """\
 run_coordinator:
   module: msgx_dagster.run_coordinator
   class: AttributingRunCoordinator
   config:
     user_header: X-Forwarded-User
+    dequeue_use_threads: true
+    dequeue_num_workers: 4
 concurrency:
   runs:
+    max_concurrent_runs: 20
     tag_concurrency_limits:
       - key: singleton
         value:

@@ -22,7 +22,7 @@ import psutil
 import pytest
 from sqlalchemy import text
 
-from tests.e2e.test_topology import (
+from tests.topology_support import (
     BACK_WITHIN_S,
     REPO,
     START_DEADLINE_S,

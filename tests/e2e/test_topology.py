@@ -18,314 +18,38 @@ is tagged with the user the authenticating proxy names."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import dagster as dg
 import psutil
-import psycopg
 import pytest
-import yaml
-from sqlalchemy import Connection, text
 
-from msgx_dagster.jobs.requests import HEARTBEAT, request_tracking_job
-from msgx_dagster.orphans import owned
-from msgx_engine.db import make_engine
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import locks, monitoring
-from tests.builders import gtdt
-from tests.conftest import KAFKA_BOOTSTRAP, PG_ADMIN, read_topic
+from tests.topology_support import (
+    BACK_WITHIN_S,
+    LAUNCH,
+    LOCATION,
+    START_DEADLINE_S,
+    TRACKING_BACK_WITHIN_S,
+    Topology,
+    assert_each_once,
+    failure_message,
+    put,
+    replaced_within_a_minute,
+    started,
+)
 
 pytestmark = pytest.mark.slow
-
-REPO = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-COMPOSE = yaml.safe_load((REPO / "deploy" / "compose.yaml").read_text("utf-8"))
-DAGSTER_SERVICES = ("codeserver", "daemon", "webserver-operators", "webserver-viewers")
-START_DEADLINE_S = 300.0         # cold starts of four Dagster processes on a busy 2-core machine
-BACK_WITHIN_S = 60.0             # the requirement: a dead pump is running again within a minute
-TRACKING_BACK_WITHIN_S = 150.0   # a dead request-tracking run: the code server back, a minute tick, a run start
-T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def local_command(command: list[str], port: int, workspace: Path) -> list[str]:
-    """A compose service's command for this machine: the venv's executable, loopback, ``port``, the
-    test's workspace file. Nothing else changes."""
-    argv = [str(BIN / command[0]), *command[1:]]
-    for flag, value in (("--host", "127.0.0.1"), ("--port", str(port)), ("--workspace", str(workspace))):
-        if flag in argv:
-            argv[argv.index(flag) + 1] = value
-    return argv
-
-
-@dataclass
-class Topology:
-    home: Path
-    env: dict[str, str]
-    ports: dict[str, int]
-    workspace: Path
-    state_url: str
-    mailbox_url: str
-    topic: str
-    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
-    sent: list[int] = field(default_factory=list)        # every mailbox id the tests put
-
-    def start(self, service: str) -> None:
-        """Start a service in a folder of its own (its working directory and DAGSTER_HOME, holding its
-        copy of the instance), as a container of deploy/compose.yaml has."""
-        argv = local_command(COMPOSE["services"][service]["command"], self.ports[service], self.workspace)
-        own = self.home / service
-        own.mkdir(exist_ok=True)
-        shutil.copy(self.home / "dagster.yaml", own / "dagster.yaml")
-        log = (self.home / f"{service}.log").open("ab")
-        self.procs[service] = subprocess.Popen(argv, env={**self.env, "DAGSTER_HOME": str(own)}, cwd=own,
-                                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def kill_tree(self, service: str) -> list[int]:
-        """SIGKILL a service and every process under it (what a container's end does); their pids."""
-        proc = self.procs[service]
-        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        for p in tree:
-            p.kill()
-        psutil.wait_procs(tree, timeout=10)
-        proc.wait(10)
-        return [p.pid for p in tree]
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(5)
-
-    def logs(self) -> str:
-        return "\n".join(f"--- {p.name}\n" + p.read_text("utf-8", "replace")[-3000:]
-                         for p in sorted(self.home.glob("*.log")))
-
-    def wait(self, what: str, probe: Callable[[], T | None], deadline_s: float) -> T:
-        """Poll ``probe`` until it returns something truthy; fail (with the processes' logs) at the deadline."""
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    pytest.fail(f"{name} exited with {proc.returncode} while waiting for {what}\n{self.logs()}")
-            value = probe()
-            if value:
-                return value
-            time.sleep(0.5)
-        pytest.fail(f"not within {deadline_s:.0f} s: {what}\n{self.logs()}")
-
-    # --- what the test looks at --------------------------------------------------------------
-    def instance(self) -> dg.DagsterInstance:
-        return dg.DagsterInstance.from_config(str(self.home))
-
-    def pump_runs(self, *statuses: dg.DagsterRunStatus) -> list[dg.DagsterRun]:
-        with self.instance() as instance:
-            return instance.get_runs(dg.RunsFilter(job_name="pump_job", statuses=list(statuses)))
-
-    @contextmanager
-    def state(self) -> Iterator[Connection]:
-        """One connection to msgx's state database (no pool, disposed after)."""
-        engine = make_engine(self.state_url, single=True)
-        try:
-            with engine.connect() as conn:
-                yield conn
-        finally:
-            engine.dispose()
-
-    def pump_lock_held(self) -> bool:
-        with self.state() as conn:
-            return monitoring.advisory_lock_held(conn, locks.PUMP)
-
-    def running_pump(self) -> str | None:
-        """The run id of the pump run that is STARTED and whose pump holds the writer lock."""
-        started = self.pump_runs(dg.DagsterRunStatus.STARTED)
-        return started[0].run_id if len(started) == 1 and self.pump_lock_held() else None
-
-    def pump_pid(self) -> int:
-        with self.state() as conn:
-            beat = next(b for b in monitoring.heartbeats(conn) if b.component == monitoring.PUMP)
-        assert beat.pid is not None
-        return beat.pid
-
-    def tracking_run(self) -> tuple[str, int] | None:
-        """The STARTED request-tracking run and the pid its own heartbeat names, once it has beaten."""
-        with self.instance() as instance:
-            records = instance.get_run_records(dg.RunsFilter(job_name=request_tracking_job.name,
-                                                             statuses=[dg.DagsterRunStatus.STARTED]))
-        if len(records) != 1 or records[0].start_time is None:
-            return None
-        with self.state() as conn:
-            beat = next((b for b in monitoring.heartbeats(conn) if b.component == HEARTBEAT), None)
-        if beat is None or beat.pid is None or not owned(beat, records[0].start_time):
-            return None
-        return records[0].dagster_run.run_id, beat.pid
-
-    def run_status(self, run_id: str) -> dg.DagsterRunStatus:
-        with self.instance() as instance:
-            run = instance.get_run_by_id(run_id)
-            assert run is not None
-            return run.status
-
-    def graphql(self, service: str, query: str, variables: dict | None = None,
-                headers: dict[str, str] | None = None) -> dict[str, Any]:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.ports[service]}/graphql", method="POST",
-                                     data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                     headers={"Content-Type": "application/json", **(headers or {})})
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return json.loads(resp.read())
-
-    def answers(self, service: str) -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ports[service]}/server_info", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    def code_server_answers(self) -> bool:
-        check = COMPOSE["services"]["codeserver"]["healthcheck"]["test"][1:]
-        argv = local_command(check, self.ports["codeserver"], self.workspace)
-        return subprocess.run(argv, env=self.env, capture_output=True, timeout=30).returncode == 0
-
-
-def dagster_database() -> Iterator[dict[str, str]]:
-    """A throwaway database for Dagster's storage, as the DAGSTER_PG_* variables dagster.yaml reads."""
-    name = f"msgx_topology_{uuid.uuid4().hex[:8]}"
-    admin = urlparse(PG_ADMIN)
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield {"DAGSTER_PG_HOST": admin.hostname or "127.0.0.1", "DAGSTER_PG_PORT": str(admin.port or 5432),
-               "DAGSTER_PG_USERNAME": admin.username or "postgres", "DAGSTER_PG_PASSWORD": admin.password or "",
-               "DAGSTER_PG_DB": name}
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@dataclass
-class Site:
-    """One installation: its state database, mailbox, Kafka topics and Dagster storage, shared by every
-    host of it (the environment of msgx.env) and the mailbox ids put so far."""
-    env: dict[str, str]
-    state_url: str
-    mailbox_url: str
-    topic: str
-    sent: list[int] = field(default_factory=list)
-
-    def host(self, home: Path) -> Topology:
-        """A host's processes: the instance deploy/dagster.yaml (the runs' logs in ``home``'s shared
-        folder, compose's volume) and deploy/workspace.yaml pointed at this host's code server, on free
-        ports."""
-        instance = yaml.safe_load((REPO / "deploy" / "dagster.yaml").read_text("utf-8"))
-        instance["compute_logs"]["config"]["base_dir"] = str(home / "compute-logs")
-        (home / "dagster.yaml").write_text(yaml.safe_dump(instance), "utf-8")
-        ports = {name: free_port() for name in DAGSTER_SERVICES}
-        workspace = yaml.safe_load((REPO / "deploy" / "workspace.yaml").read_text("utf-8"))
-        workspace["load_from"][0]["grpc_server"].update(host="127.0.0.1", port=ports["codeserver"])
-        (home / "workspace.yaml").write_text(yaml.safe_dump(workspace), "utf-8")
-        return Topology(home, {**self.env, "DAGSTER_HOME": str(home), "MSGX_HOME": str(home / "msgx")}, ports,
-                        home / "workspace.yaml",
-                        self.state_url, self.mailbox_url, self.topic, sent=self.sent)
-
-
-@contextmanager
-def installation(pg_dbs, mysql_dbs) -> Iterator[Site]:
-    """Throwaway databases and topics for one installation; DAGSTER_PG_* also set in this process
-    (the tests read the instance)."""
-    tag = uuid.uuid4().hex[:8]
-    state_url, mailbox_url = pg_dbs.fresh(), mysql_dbs.fresh()
-    database = dagster_database()
-    dagster_pg = next(database)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MSGX_", "DAGSTER_"))}
-    env.update(dagster_pg, MSGX_DB_URL=state_url, MSGX_MAILBOX_URL=mailbox_url, MSGX_KAFKA_BOOTSTRAP=KAFKA_BOOTSTRAP,
-               MSGX_TOPIC_MSG=f"msg_{tag}", MSGX_TOPIC_SCHD=f"schd_{tag}")
-    with pytest.MonkeyPatch.context() as mp:
-        for key, value in dagster_pg.items():
-            mp.setenv(key, value)
-        try:
-            yield Site(env, state_url, mailbox_url, f"msg_{tag}")
-        finally:
-            next(database, None)
 
 
 @pytest.fixture(scope="module")
 def topology(pg_dbs, mysql_dbs, tmp_path_factory) -> Iterator[Topology]:
-    with installation(pg_dbs, mysql_dbs) as site:
-        top = site.host(tmp_path_factory.mktemp("topology"))
-        try:
-            top.start("codeserver")
-            top.wait("the code server answers", top.code_server_answers, START_DEADLINE_S)
-            for service in DAGSTER_SERVICES[1:]:
-                top.start(service)
-            top.wait("both webservers answer", lambda: top.answers("webserver-operators")
-                     and top.answers("webserver-viewers"), START_DEADLINE_S)
-            yield top
-        finally:
-            top.stop_all()
-
-
-def put(topology: Topology, *flids: str) -> None:
-    """One GTDT message per flight into the mailbox (each changes its flight: one `msg` record)."""
-    mailbox = Mailbox(topology.mailbox_url)
-    try:
-        topology.sent.extend(mailbox.put(gtdt(flid, (1, "A1"))) for flid in flids)
-    finally:
-        mailbox.dispose()
-
-
-def assert_each_once(topology: Topology) -> None:
-    """Every message put so far processed once (one SUCCEEDED history row each) and delivered once
-    (one `msg` record each, every event id once)."""
-    records = read_topic(KAFKA_BOOTSTRAP, topology.topic, len(topology.sent), timeout_s=BACK_WITHIN_S)
-    assert Counter(int(r.headers["msg_id"]) for r in records) == Counter(topology.sent)
-    assert len({r.headers["event_id"] for r in records}) == len(records)
-    with topology.state() as conn:
-        rows = conn.execute(text("SELECT msg_id, count(*) FROM proc_state_hst WHERE status = 'SUCCEEDED' "
-                                 "GROUP BY msg_id")).all()
-    assert {int(i): n for i, n in rows} == {i: 1 for i in topology.sent}
-
-
-def replaced_within_a_minute(topology: Topology, before: str, killed_at: float) -> str:
-    """The next pump run holding the writer lock, waited for until a minute after ``killed_at``."""
-    after = topology.wait("a new pump run holds the writer lock",
-                          lambda: (r := topology.running_pump()) != before and r,
-                          BACK_WITHIN_S - (time.monotonic() - killed_at))
-    took = time.monotonic() - killed_at
-    assert took < BACK_WITHIN_S
-    print(f"pump back {took:.1f} s after the kill")
-    return after
-
-
-def failure_message(topology: Topology, run_id: str) -> str:
-    with topology.instance() as instance:
-        [event] = instance.all_logs(run_id, of_type=dg.DagsterEventType.RUN_FAILURE)
-        return event.message or ""
+    with started(pg_dbs, mysql_dbs, tmp_path_factory.mktemp("topology")) as top:
+        yield top
 
 
 def test_sensor_starts_the_pump_through_the_daemon_and_a_message_reaches_kafka(topology):
@@ -382,9 +106,6 @@ def test_a_runs_alert_line_is_read_through_a_webserver_sharing_only_the_log_fold
     assert line in text
 
 
-LOCATION = {"repositoryLocationName": "msgx", "repositoryName": "__repository__"}
-LAUNCH = """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) { __typename
-  ... on LaunchRunSuccess { run { runId status tags { key value } } } ... on UnauthorizedError { message } } }"""
 LAUNCH_LEGACY = LAUNCH.replace("launchRun(", "launchPipelineExecution(")
 TERMINATE = """mutation($id: String!) { terminateRun(runId: $id) { __typename
   ... on TerminateRunSuccess { run { runId } } ... on TerminateRunFailure { message }
@@ -505,3 +226,57 @@ def test_pump_and_request_tracking_are_back_after_the_code_server_dies_with_its_
         run = instance.get_run_by_id(successor)
         assert run is not None and run.tags["msgx/launched_by"] == "schedule:request_tracking_job_schedule"
         assert int(run.tags["dagster/max_runtime"]) > 600
+
+
+STOP_WITHIN_S = 30.0     # a code server given SIGTERM is gone within 30 s (systemd waits 90)
+
+
+def still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    """Those of ``processes`` that have not ended (a zombie has: it only waits to be reaped)."""
+    alive = []
+    for p in processes:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+def test_code_server_stopped_with_sigterm_under_a_running_pump_launches_nothing_and_exits(topology):
+    """OPS-1, T6: the code server started as a script's background job starts it (SIGINT
+    ignored, which Dagster's code server would turn into SIGTERM ignored) and stopped as systemd
+    stops a unit, SIGTERM to every process of it, while inbox_sensor is on and a pump runs: the pump
+    ends cleanly (its run succeeds), no run starts after the signal, and every process of the code
+    server has exited within 30 s, long before systemd's SIGKILL. Started again, the code server
+    gets the next pump from the sensor; every message is processed and delivered once."""
+    topology.kill_tree("codeserver")
+    topology.start("codeserver", sigint_ignored=True)
+    topology.wait("the code server answers", topology.code_server_answers, START_DEADLINE_S)
+    put(topology, "S1")
+    before = topology.wait("a pump run holds the writer lock", topology.running_pump, START_DEADLINE_S)
+    assert_each_once(topology)
+    tree = topology.tree("codeserver")
+    signalled_at, signalled_wall = time.monotonic(), time.time()
+    os.killpg(topology.procs["codeserver"].pid, signal.SIGTERM)
+    end = signalled_at + STOP_WITHIN_S
+    while still_running(tree) and time.monotonic() < end:
+        time.sleep(0.2)
+    alive = still_running(tree)
+    for p in alive:
+        p.kill()
+    assert not alive, f"still running {STOP_WITHIN_S:.0f} s after SIGTERM: {alive}\n{topology.logs()}"
+    print(f"code server gone {time.monotonic() - signalled_at:.1f} s after SIGTERM")
+    topology.procs["codeserver"].wait(5)
+    assert topology.run_status(before) == dg.DagsterRunStatus.SUCCESS
+    with topology.instance() as instance:
+        started = [(r.dagster_run.job_name, r.dagster_run.status) for r in instance.get_run_records()
+                   if r.start_time is not None and r.start_time > signalled_wall]
+    assert not started
+    put(topology, "S2")
+    topology.start("codeserver")
+    topology.wait("the code server answers again", topology.code_server_answers, START_DEADLINE_S)
+    topology.wait("a new pump run holds the writer lock", lambda: (r := topology.running_pump()) != before and r,
+                  BACK_WITHIN_S)
+    assert_each_once(topology)
+

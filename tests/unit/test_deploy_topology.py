@@ -8,15 +8,19 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import dagster as dg
 import jsonschema
+import psutil
 import pytest
 import yaml
 
 from msgx_dagster.jobs.common import LOOPING_RUN_S
-from msgx_dagster.orphans import BEAT_S, STALE_S, LoopSighting, looping_run_dead
+from msgx_dagster.orphans import BEAT_S, STALE_S, LoopSighting, Worker, looping_run_dead, worker_alive
 from msgx_dagster.run_coordinator import UNAUTHENTICATED, AttributingRunCoordinator, launched_by
 from msgx_dagster.run_limits import limits_singleton
 from msgx_dagster.schedules import LOOPING_MAX_RUNTIME_TAG
@@ -27,6 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 COMPOSE = yaml.safe_load((DEPLOY / "compose.yaml").read_text("utf-8"))
 SERVICES = COMPOSE["services"]
+ORPHAN_BOUND_S = 120    # a dead worker's job can start its next run within two minutes
 
 
 def option(command: list[str], name: str) -> str:
@@ -73,7 +78,7 @@ def test_workspace_loads_msgx_from_the_code_server_of_the_compose_file():
     [entry] = workspace["load_from"]
     server = entry["grpc_server"]
     code = SERVICES["codeserver"]["command"]
-    assert code[:3] == ["dagster", "code-server", "start"]
+    assert code[:3] == ["python", "-m", "msgx_dagster.code_server"]     # dagster code-server start (T6)
     assert server["host"] == "codeserver" and str(server["port"]) == option(code, "--port")
     assert server["location_name"] == option(code, "--location-name")
     for name in ("daemon", "webserver-operators", "webserver-viewers"):
@@ -113,8 +118,9 @@ def deploy_instance(tmp_path_factory):
 
 
 def test_deploy_instance_limits_every_job_monitors_runs_and_never_retries(deploy_instance, monkeypatch):
-    """OPS-1: every job of the code location carries a `singleton` tag the instance limits to one
-    run; run monitoring is on (no resume: the default launcher cannot); no automatic run retries;
+    """OPS-1, T5: every job of the code location carries a `singleton` tag the instance limits to one
+    run; run monitoring is on (no resume: the default launcher cannot) and fails a run stuck starting
+    or canceling in time for the next run to start within two minutes; no automatic run retries;
     the queue is msgx's coordinator reading the proxy's X-Forwarded-User."""
     for key in [k for k in os.environ if k.startswith("MSGX_")]:
         monkeypatch.delenv(key)
@@ -125,9 +131,16 @@ def test_deploy_instance_limits_every_job_monitors_runs_and_never_retries(deploy
     assert len(jobs) > 10
     unlimited = [j.name for j in jobs if not limits_singleton(deploy_instance, j.tags)]
     assert not unlimited
+    # every job's run may be in progress at once: no job waits for a slot another job holds
+    assert deploy_instance.get_concurrency_config().run_queue_config.max_concurrent_runs > len(jobs)
     assert deploy_instance.run_monitoring_enabled
     assert deploy_instance.run_monitoring_max_resume_run_attempts == 0
-    assert deploy_instance.run_monitoring_start_timeout_seconds <= 120
+    # a run stuck starting (no worker yet: run monitoring's case) is failed, with one look's delay,
+    # in time for the next run of its job to start within two minutes of the fault (T5)
+    look = deploy_instance.run_monitoring_poll_interval_seconds
+    assert deploy_instance.run_monitoring_start_timeout_seconds + look <= ORPHAN_BOUND_S - 10
+    assert deploy_instance.run_monitoring_cancel_timeout_seconds + look <= ORPHAN_BOUND_S - 10
+    assert type(deploy_instance.run_launcher) is dg.DefaultRunLauncher      # run_worker_sensor's premise
     assert not deploy_instance.run_retries_enabled
     coordinator = deploy_instance.run_coordinator
     assert isinstance(coordinator, AttributingRunCoordinator) and coordinator.user_header == "X-Forwarded-User"
@@ -186,3 +199,23 @@ def test_looping_runs_are_replaced_within_two_minute_ticks_and_never_cut_while_h
     runs is past a whole healthy run (the slow backstop only)."""
     assert STALE_S >= 5 * BEAT_S and STALE_S + 60 <= 120
     assert LOOPING_RUN_S + 120 < int(LOOPING_MAX_RUNTIME_TAG["dagster/max_runtime"]) <= 900
+
+
+def test_a_run_worker_is_the_process_dagster_recorded_while_it_runs():
+    """OPS-1, T5: the pid in a run's "Started process" event names its worker while a process with
+    that pid runs and started before the event; a process that has ended, a zombie, and a later
+    process reusing the pid are not the worker."""
+    me = psutil.Process()
+    assert worker_alive(Worker(me.pid, said_at=time.time()))
+    assert not worker_alive(Worker(me.pid, said_at=me.create_time() - 60))      # the pid, reused later
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+    assert not worker_alive(Worker(ended.pid, said_at=time.time()))
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not worker_alive(Worker(zombie.pid, said_at=time.time()))
+    finally:
+        zombie.wait()
