@@ -17,10 +17,10 @@ state (``rare``): half the messages take the sequence one step further into a sh
 52 found wrong state (a FDEL to a flight never stored, a gate written to that tombstone, an ADFT
 restoring it with a gate, decision C2; a child's record naming a master never stored, then that
 master's FDEL, C3; a master's and its child's records in one ADFT, C4), the other half are any
-message. The run is derandomized (a fixed seed): CI tries issue 52's three sequences first
-(``_issue_52``), then draws the same ``MSGX_PROPERTY_EXAMPLES`` examples (default 50) per path
+message. The run is derandomized (a fixed seed): CI tries the three known-bad sequences (C2, C3, C4) first
+(``_known_bad``), then draws the same ``MSGX_PROPERTY_EXAMPLES`` examples (default 50) per path
 every time, 40-75 s for both paths on this two-core machine, by its load.
-Against the code before each of issue 52's fixes, the drawn examples alone
+Against the code before each of the C2, C3 and C4 fixes, the drawn examples alone
 (``MSGX_PROPERTY_PINNED=0``) find it in both paths as well as the pinned sequences. A larger run
 by hand: ``MSGX_PROPERTY_EXAMPLES=500 .venv/bin/python -m pytest -p no:cacheprovider
 tests/integration/test_flight_state_properties.py``.
@@ -44,7 +44,7 @@ from tests.pipeline_support import drain_now
 from tests.snapshot_builders import query
 
 EXAMPLES = int(os.environ.get("MSGX_PROPERTY_EXAMPLES", "50"))
-# "0": the drawn examples alone, without issue 52's pinned sequences (to check what the draws reach)
+# "0": the drawn examples alone, without the pinned C2-C4 sequences (to check what the draws reach)
 PINNED = os.environ.get("MSGX_PROPERTY_PINNED", "1") != "0"
 MASTERS, CHILDREN = ("A",), ("C", "D")       # a master and two code-share children
 ROLES = MASTERS + CHILDREN
@@ -364,8 +364,8 @@ def agrees(app, n: Names, model: Model, ids: list[int], sequence: list[Op]) -> N
     assert members == model.members, sequence
 
 
-def _issue_52(test):
-    """Issue 52's three sequences, tried first on every run besides the drawn ones (C2, C3, C4)."""
+def _known_bad(test):
+    """The three sequences that once wrote wrong state, tried first on every run besides the drawn ones (C2, C3, C4)."""
     family = Op("dnld", (Record("A"), Record("C", maid="A")), cut=True)
     sequences = (
         [Op("fdel", role="C", cut=True), Op("flop", role="C", styp="GTDT", value="G1", cut=True),
@@ -390,7 +390,7 @@ def test_flight_state_follows_the_reference_model(app, group):
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                      HealthCheck.data_too_large])
     @given(sequences())
-    @_issue_52
+    @_known_bad
     def check(sequence: list[Op]) -> None:
         run(app, sequence, group)
 
