@@ -32,7 +32,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import time as dt_time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pymysql
 import pytest
@@ -112,6 +115,46 @@ WALL_CLOCK_SHIM = textwrap.dedent('''
 ''')
 
 
+# Debian's libfaketime (the library behind `faketime`), preloaded into one msgx process with a
+# fixed offset: its host clock, C libraries included, starts there. (A step inside a running Python
+# process cannot be made with it here: with the monotonic clock left alone, as a real step leaves
+# it, libfaketime 0.9.10 makes time.sleep fail with EINVAL; the matrix steps running processes with
+# WALL_CLOCK_SHIM instead.)
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), None)
+
+# The request-tracking loop of `request_tracking_job` (track_for over a RequestTracker on the
+# installation's clock) in a plain process; after each round it notes how many rounds ran and the
+# host's wall time it read, so the test knows a round ran under the stepped clock.
+TRACKING_LOOP = textwrap.dedent('''
+    import sys
+    import time
+
+    from msgx_engine.app import App
+    from msgx_engine.requests.tracker import RequestTracker, track_for
+
+    app = App.from_settings()
+    rounds = 0
+
+    def pause(seconds):
+        global rounds
+        rounds += 1
+        with open(sys.argv[1], "w") as f:
+            f.write(f"{rounds} {time.time()}")
+        time.sleep(seconds)
+
+    track_for(RequestTracker(app.engine, app.mailbox, app.clock), float(sys.argv[2]), 0.2, sleep=pause)
+''')
+
+# What `snapshot_request_job` registers (tomorrow's day plan), on the installation's clock.
+REGISTER_TOMORROW = textwrap.dedent('''
+    from msgx_dagster.jobs.requests import rqfd_for_tomorrow
+    from msgx_engine.app import App
+    from msgx_engine.requests.tracker import RequestTracker
+
+    app = App.from_settings()
+    print(rqfd_for_tomorrow(RequestTracker(app.engine, app.mailbox, app.clock), app.clock.now())[0].fday)
+''')
+
 def workload() -> list[str]:
     """GTDT over FLIGHTS flights, with resends (duplicates), ignored LDM and malformed rows."""
     out: list[str] = []
@@ -187,9 +230,13 @@ class Install:
     def start(self, *args: str, stderr: int | None = None, **extra: str) -> Running:
         """A background ``msgx`` whose output goes to a file (a pipe nobody reads could block it;
         ``stderr``: a file descriptor its stderr goes to instead, the log sink row's full pipe)."""
+        return self.start_argv([MSGX_BIN, *args], stderr=stderr, **extra)
+
+    def start_argv(self, argv: list[str], stderr: int | None = None, **extra: str) -> Running:
+        """Any command in the installation's environment, in the background as ``start``."""
         log = self.home / f"msgx-{time.monotonic_ns()}.log"
         with log.open("w") as out:
-            proc = subprocess.Popen([MSGX_BIN, *args], env=self.env(**extra), stdout=out,
+            proc = subprocess.Popen(argv, env=self.env(**extra), stdout=out,
                                     stderr=subprocess.STDOUT if stderr is None else stderr)
         return Running(proc, log)
 
@@ -367,16 +414,34 @@ def postgres_killed(lab: Lab, reference: dict) -> str:
 
 
 def mariadb_killed(lab: Lab, reference: dict) -> str:
+    return mariadb_away(lab, reference, clean=False)
+
+
+def mariadb_shut_down(lab: Lab, reference: dict) -> str:
+    """A clean shutdown (SIGTERM, waited for: what ``mysqladmin shutdown`` and ``systemctl stop``
+    do) tells each open connection "server shutdown in progress" before closing it, where a kill
+    just drops them: the pump goes on and recovers as from a kill."""
+    return mariadb_away(lab, reference, clean=True)
+
+
+def mariadb_away(lab: Lab, reference: dict, *, clean: bool) -> str:
+    """MariaDB taken away under a running pump (``clean``: shut down, else kill -9) and started
+    again: registered work goes on, the marks follow, the mailbox lock is taken again."""
     again = lab.root / f"hold-again-{lab.n}"
     inst, runner = pump_mid_run(lab, hold_again=again)
     try:
         before = inst.count("status = 'SUCCEEDED'")
-        lab.servers.mariadb.kill()
+        if clean:
+            lab.servers.mariadb.stop()
+        else:
+            lab.servers.mariadb.kill()
         runner.release()
         # the bodies read ahead keep the pump going without the mailbox (then held again after the
         # 80th message, so it cannot finish and exit before the mailbox is back)
         wait_for(lambda: again.with_name(again.name + ".held").exists(), "the pump to go on without the mailbox", 120)
-        assert inst.count("status = 'SUCCEEDED'") > before
+        assert inst.count("status = 'SUCCEEDED'") > before, (
+            inst.query("SELECT status, error_class, count(*) FROM proc_state GROUP BY 1, 2"),
+            runner.log.read_text()[-3000:])
         lab.servers.mariadb.start()
         again.unlink()
         rc, err = runner.finish()
@@ -391,7 +456,8 @@ def mariadb_killed(lab: Lab, reference: dict) -> str:
         assert restarts <= 5
         assert inst.pump().returncode == 0
     converged(inst, reference)
-    return (f"processing went on from registered rows; marks backed off and followed ({restarts} more "
+    return (f"{'shut down' if clean else 'killed'}: processing went on from registered rows; marks backed off "
+            f"and followed ({restarts} more "
             "pump run(s)); mailbox lock re-taken; every mark once")
 
 
@@ -706,6 +772,76 @@ def clock_stepped_forward(lab: Lab, reference: dict) -> str:
             f"{commit_after:.1f}s later was still awaited and processed in order")
 
 
+def clock_stepped_during_requests(lab: Lab, reference: dict) -> str:
+    """F1, US-08 AC3, C-24: the host's wall clock stepped an hour forward and then two hours back
+    under a running request-tracking loop (and the pump draining the workload) while an RQRD waits
+    for its answer: it times out 30 s after it was sent by PostgreSQL's clock, neither at once on
+    the forward step nor an hour late after the back step, and is written to COUTMSGS once. The
+    day the 22:00 schedule's job asks for is PostgreSQL's tomorrow even in a process whose host
+    clock (libfaketime) is already past midnight. The workload converges as the reference."""
+    if LIBFAKETIME is None:
+        pytest.fail("libfaketime is not installed (scripts/services.sh installs faketime)", pytrace=False)
+    inst = lab.install(redis=False)
+    offset, seen = _wall_clock_shim(inst), inst.home / "tracking-rounds"
+    fill(inst.mailbox_url, workload())
+    registered = inst.msgx("request", "rqrd", "GLST")
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    sent_age = ("SELECT status, extract(epoch FROM clock_timestamp() - sent_at) AS age, "
+                "extract(epoch FROM done_at - sent_at) AS waited, coutmsgs_id FROM req_track")
+
+    def rounds_under(shift: int) -> None:
+        """Step the host's wall clock to ``shift`` seconds off and wait for a whole tracking round
+        that read it."""
+        offset.write_text(str(shift))
+        first: list[int] = []
+
+        def stepped_round() -> bool:
+            try:
+                n, host = seen.read_text().split()
+            except (OSError, ValueError):
+                return False
+            if abs(float(host) - time.time() - shift) > 600:
+                return False
+            first[:1] = first[:1] or [int(n)]
+            return int(n) > first[0]
+        wait_for(stepped_round, f"a tracking round under the host clock {shift:+d} s off", 20)
+
+    pump = inst.start("pump", "--drain")
+    tracking = inst.start_argv([sys.executable, "-c", TRACKING_LOOP, str(seen), "120"])
+    try:
+        wait_for(lambda: inst.query(sent_age)[0].status == "SENT", "the request to be sent", 30)
+        rounds_under(3600)
+        forward = inst.query(sent_age)[0]
+        assert forward.age < 30, "the machine was too slow to step the clock inside the timeout"
+        assert forward.status == "SENT", "the forward step timed the request out early"
+        rounds_under(-3600)
+        wait_for(lambda: inst.query(sent_age)[0].status != "SENT", "the request to time out", 60)
+        closed = inst.query(sent_age)[0]
+    finally:
+        tracking.stop()
+    try:
+        rc, err = pump.finish(timeout=240)
+    finally:
+        pump.stop()
+    assert rc == 0, err[-2000:]
+    assert closed.status == "TIMEOUT" and 30 <= closed.waited < 35, closed
+    with Mailbox(inst.mailbox_url).engine.connect() as conn:
+        written = conn.execute(text("SELECT count(*) FROM coutmsgs")).scalar_one()
+    assert written == 1 and closed.coutmsgs_id is not None, f"{written} COUTMSGS rows for one request"
+    converged(inst, reference)
+
+    offset.write_text("0")
+    db_now = inst.query("SELECT clock_timestamp() AS now")[0].now.astimezone(ZoneInfo("Asia/Shanghai"))
+    past_midnight = datetime.combine(db_now.date() + timedelta(days=1), dt_time(1, 0), db_now.tzinfo) - db_now
+    day = subprocess.run([sys.executable, "-c", REGISTER_TOMORROW], capture_output=True, text=True, timeout=120,
+                         env=inst.env(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=f"+{int(past_midnight.total_seconds())}"))
+    assert day.returncode == 0, day.stderr[-2000:]
+    assert day.stdout.strip() == (db_now.date() + timedelta(days=1)).isoformat(), \
+        f"the host clock's day decided the day plan: {day.stdout.strip()} (PostgreSQL's today is {db_now.date()})"
+    return (f"host clock +1 h when the request was {forward.age:.0f}s old: still SENT; then -1 h: timed out "
+            f"{closed.waited:.1f}s after sent_at; one COUTMSGS row; the day plan asked for PostgreSQL's tomorrow "
+            f"from a host clock past midnight; workload as reference")
+
 def fill_holding(lab: Lab, inst: Install, bodies: list[str], held: int) -> pymysql.Connection:
     """Fill the mailbox with ``bodies``, row ``held`` inserted by a transaction left open (its id is
     taken, the row invisible): the returned connection commits it late."""
@@ -822,6 +958,8 @@ MATRIX = [
         postgres_killed),
     Row("MariaDB kill -9 and start under a running pump", "registered work goes on; marks follow; lock re-taken",
         mariadb_killed),
+    Row("MariaDB shut down cleanly (SIGTERM, waited for) and started under a running pump",
+        "registered work goes on; marks follow; lock re-taken", mariadb_shut_down),
     Row("Redis kill -9 under a running pump until the head's backoff reaches its cap (D22)",
         "head waits open, backoff capped at 30 s, no attempt used, never DEAD, nothing overtakes; projection "
         "repaired", redis_outage),
@@ -848,6 +986,9 @@ MATRIX = [
     Row("host clock stepped back 1 h during a gap grace", "grace ends on time (no stall)", clock_stepped_back),
     Row("host clock stepped forward 1 h inside a gap grace", "grace not cut short; row in order",
         clock_stepped_forward),
+    Row("host clock stepped forward 1 h, then back 2 h, while a request waits for its answer (faketime)",
+        "times out 30 s after sending by PostgreSQL's clock, never early nor late; sent once; the 22:00 job's day "
+        "is PostgreSQL's tomorrow", clock_stepped_during_requests),
 ]
 
 
