@@ -16,7 +16,8 @@ into a state database of its own, injects its fault, lets msgx recover the way p
 
 Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22,
 C-29 (one oversize Kafka record holds back only its own flight), OPS-2 and F18 (a blocked log
-output does not block processing). docs/faults.md lists every row for the operator.
+output does not block processing), F1 with US-08 AC3 and C-24 (a host clock step neither times a
+request out early nor late). docs/faults.md lists every row for the operator.
 The observed outcome of every row is printed (``-s``) as a line of the table.
 """
 
