@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -301,10 +302,11 @@ class Lab:
         mb.dispose()
         return url
 
-    def install(self, mailbox_url: str | None = None, *, redis: bool = True) -> Install:
+    def install(self, mailbox_url: str | None = None, *, redis: bool = True,
+                tablespace: str | None = None) -> Install:
         self.n += 1
         name = f"state{self.n}"
-        self.servers.pg.create(name)
+        self.servers.pg.create(name, tablespace=tablespace)
         engine = make_engine(self.servers.pg.url(name))
         migrate.upgrade(engine)
         engine.dispose()
@@ -843,6 +845,62 @@ def clock_stepped_during_requests(lab: Lab, reference: dict) -> str:
             f"{closed.waited:.1f}s after sent_at; one COUTMSGS row; the day plan asked for PostgreSQL's tomorrow "
             f"from a host clock past midnight; workload as reference")
 
+def postgres_disk_full(lab: Lab, reference: dict) -> str:
+    """PostgreSQL out of disk space for real: the state database lives in a tablespace on a small
+    tmpfs, filled up under a running pump and kept full for 30 s (past the head's attempt budget)
+    while a new pump is started whenever one exits, as the inbox sensor does; then the space comes
+    back (the filler is deleted) and the pumps finish. Nothing is lost, doubled or rewound: the run
+    converges as the reference."""
+    space = lab.servers.pg.root / f"space{lab.n}"
+    space.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(space)], check=True, capture_output=True)
+    tablespace, inst = f"small{lab.n}", None
+    try:
+        shutil.chown(space, "postgres")
+        lab.servers.pg.sql(f"CREATE TABLESPACE {tablespace} LOCATION '{space}'")
+        inst = lab.install(tablespace=tablespace)
+        filler, gate = space / "filler", inst.home / "hold-until-full"
+        gate.touch()
+        fill(inst.mailbox_url, workload())
+        runner = inst.start("pump", "--drain", MSGX_FAULT_HOLD=f"after_tx2:60:{gate}")
+        runner.gate = gate
+        runs, exits = [runner], []
+        try:
+            wait_for(lambda: gate.with_name(gate.name + ".held").exists(), "the pump to be mid-run", 120)
+            with contextlib.suppress(OSError), filler.open("wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            runner.release()
+            full_until = time.monotonic() + 30
+            while time.monotonic() < full_until:         # the sensor starts a pump whenever none runs
+                if runs[-1].proc.poll() is not None:
+                    exits.append(runs[-1].proc.returncode)
+                    runs.append(inst.start("pump", "--drain"))
+                time.sleep(0.5)
+            logs = "".join(r.log.read_text() for r in runs)
+            head = inst.query("SELECT msg_id, attempts FROM proc_state WHERE status = 'FAILED'")
+            filler.unlink()
+            runs[-1].finish(timeout=240)        # started while the disk was full, it may have exited 1
+        finally:
+            for r in runs:
+                r.stop()
+        assert "No space left on device" in logs, "the disk never filled up under the pump"
+        for _ in range(5):                                   # the sensor's next runs, if any is needed
+            if inst.count("TRUE") == N and not _unmarked(inst) and not inst.count("status = 'FAILED'"):
+                break
+            assert inst.pump().returncode == 0
+        c = converged(inst, reference)
+    finally:
+        if inst is not None:
+            lab.servers.pg.drop(inst.name)
+        with contextlib.suppress(Exception):
+            lab.servers.pg.sql(f"DROP TABLESPACE {tablespace}")
+        subprocess.run(["umount", str(space)], capture_output=True)
+    return (f"disk full for 30 s: {len(exits)} pump runs exited {sorted(set(exits))} (the sensor's restarts); "
+            f"the head meanwhile FAILED with attempts {[(r.msg_id, r.attempts) for r in head]}, never DEAD; after "
+            f"the space returned every row once, {c['events']} events as reference")
+
 def fill_holding(lab: Lab, inst: Install, bodies: list[str], held: int) -> pymysql.Connection:
     """Fill the mailbox with ``bodies``, row ``held`` inserted by a transaction left open (its id is
     taken, the row invisible): the returned connection commits it late."""
@@ -957,6 +1015,8 @@ MATRIX = [
         kill_at("inside_backfill:1")),
     Row("PostgreSQL kill -9 and start under a running pump", "pump reconnects, re-takes its lock, finishes",
         postgres_killed),
+    Row("PostgreSQL out of disk space (the state's tablespace on a full tmpfs), then space returns",
+        "nothing lost, doubled or rewound", postgres_disk_full),
     Row("MariaDB kill -9 and start under a running pump", "registered work goes on; marks follow; lock re-taken",
         mariadb_killed),
     Row("MariaDB shut down cleanly (SIGTERM, waited for) and started under a running pump",
