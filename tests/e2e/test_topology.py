@@ -516,7 +516,7 @@ def test_the_pump_goes_on_while_the_daemon_is_stopped_and_the_daemon_comes_back(
     server, processes and delivers every row meanwhile, each once; when the daemon is started again
     it beats within a minute, and the same pump run still holds the writer lock (none failed, none
     launched twice)."""
-    put(topology, "D0")
+    put(topology, "DA0")
     before = topology.wait("a pump run holds the writer lock", topology.running_pump, START_DEADLINE_S)
     assert_each_once(topology)
     daemon = topology.procs.pop("daemon")        # topology.wait fails on an exited process
@@ -525,7 +525,7 @@ def test_the_pump_goes_on_while_the_daemon_is_stopped_and_the_daemon_comes_back(
     stopped_at = time.monotonic()
     arrived = 0
     while time.monotonic() - stopped_at < DAEMON_AWAY_S:
-        put(topology, f"D{arrived + 1}")
+        put(topology, f"DA{arrived + 1}")
         arrived += 1
         topology.wait("the row processed without the daemon",
                       lambda: topology.running_pump() == before and _processed(topology) >= len(topology.sent),
