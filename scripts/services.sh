@@ -1,6 +1,6 @@
 # Make sure the servers the tests use answer; start the ones that do not with this machine kind's
 # standard commands. Starts tansu (Kafka wire protocol) on 127.0.0.1:9092 when nothing listens.
-# Installs Debian's prometheus package (promtool) when missing.
+# Installs Debian's prometheus package (promtool) and faketime when missing.
 # Sourced by scripts/test.sh; STARTED_PIDS collects what we started so the caller can stop it.
 STARTED_PIDS=()
 
@@ -61,11 +61,13 @@ ensure_tansu() {
 # `prometheus-alertmanager`. Their postinst would start the packaged service through
 # invoke-rc.d; a container has no init, and a stray Prometheus on :9090 is not wanted either way,
 # so the install runs behind a policy-rc.d that forbids starting services (the usual container one
-# is kept when present) and any packaged service that started anyway is stopped. Quick no-op when
-# all four binaries are already on PATH.
+# is kept when present) and any packaged service that started anyway is stopped. Debian's
+# `faketime` (libfaketime: the fault matrix steps msgx's host clock with it) comes in the same
+# install. Quick no-op when all five binaries are already on PATH.
 ensure_promtool() {
   if command -v promtool >/dev/null && command -v prometheus >/dev/null \
-      && command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null; then
+      && command -v amtool >/dev/null && command -v prometheus-alertmanager >/dev/null \
+      && command -v faketime >/dev/null; then
     return 0
   fi
   if [ "$(id -u)" != 0 ]; then
@@ -73,7 +75,7 @@ ensure_promtool() {
     echo "!! promtool/prometheus missing and not root: run 'apt-get install prometheus' first" >&2
     return 0
   fi
-  echo "== installing Debian's prometheus and prometheus-alertmanager packages (promtool, amtool and the servers for the alert tests)"
+  echo "== installing Debian's prometheus, prometheus-alertmanager and faketime packages (promtool, amtool and the servers for the alert tests; libfaketime for the clock faults)"
   local policy=/usr/sbin/policy-rc.d own_policy=0
   if [ ! -e "$policy" ]; then
     printf '#!/bin/sh\n# temporary, from msgx scripts/services.sh: do not start services\nexit 101\n' >"$policy"
@@ -82,7 +84,7 @@ ensure_promtool() {
   fi
   local rc=0
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      prometheus prometheus-alertmanager >/dev/null; } || rc=$?
+      prometheus prometheus-alertmanager faketime >/dev/null; } || rc=$?
   if [ "$own_policy" = 1 ]; then
     rm -f "$policy"
   fi
@@ -93,10 +95,11 @@ ensure_promtool() {
     fi
   done
   if [ "$rc" != 0 ]; then
-    echo "!! apt-get install prometheus prometheus-alertmanager failed ($rc)" >&2
+    echo "!! apt-get install prometheus prometheus-alertmanager faketime failed ($rc)" >&2
     return "$rc"
   fi
-  command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null
+  command -v promtool >/dev/null && command -v prometheus >/dev/null && command -v amtool >/dev/null \
+    && command -v faketime >/dev/null
 }
 
 stop_started() {

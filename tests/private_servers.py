@@ -172,13 +172,18 @@ class PrivatePostgres:
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
-    def create(self, database: str) -> str:
-        self._sql(f'CREATE DATABASE "{database}"')
+    def create(self, database: str, *, tablespace: str | None = None) -> str:
+        """Create ``database`` (in ``tablespace`` when given) and return its URL."""
+        self._sql(f'CREATE DATABASE "{database}"' + (f" TABLESPACE {tablespace}" if tablespace else ""))
         return self.url(database)
 
     def drop(self, database: str) -> None:
         self._sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
         self._sql(f'DROP DATABASE IF EXISTS "{database}"')
+
+    def sql(self, statement: str) -> None:
+        """One statement on the cluster's ``postgres`` database, outside a transaction."""
+        self._sql(statement)
 
     def _sql(self, statement: str) -> None:
         import psycopg

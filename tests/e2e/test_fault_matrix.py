@@ -16,7 +16,8 @@ into a state database of its own, injects its fault, lets msgx recover the way p
 
 Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, US-01 AC3/AC5, D22,
 C-29 (one oversize Kafka record holds back only its own flight), OPS-2 and F18 (a blocked log
-output does not block processing). docs/faults.md lists every row for the operator.
+output does not block processing), F1 with US-08 AC3 and C-24 (a host clock step neither times a
+request out early nor late). docs/faults.md lists every row for the operator.
 The observed outcome of every row is printed (``-s``) as a line of the table.
 """
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -32,7 +34,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from datetime import time as dt_time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pymysql
 import pytest
@@ -112,6 +117,46 @@ WALL_CLOCK_SHIM = textwrap.dedent('''
 ''')
 
 
+# Debian's libfaketime (the library behind `faketime`), preloaded into one msgx process with a
+# fixed offset: its host clock, C libraries included, starts there. (A step inside a running Python
+# process cannot be made with it here: with the monotonic clock left alone, as a real step leaves
+# it, libfaketime 0.9.10 makes time.sleep fail with EINVAL; the matrix steps running processes with
+# WALL_CLOCK_SHIM instead.)
+LIBFAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), None)
+
+# The request-tracking loop of `request_tracking_job` (track_for over a RequestTracker on the
+# installation's clock) in a plain process; after each round it notes how many rounds ran and the
+# host's wall time it read, so the test knows a round ran under the stepped clock.
+TRACKING_LOOP = textwrap.dedent('''
+    import sys
+    import time
+
+    from msgx_engine.app import App
+    from msgx_engine.requests.tracker import RequestTracker, track_for
+
+    app = App.from_settings()
+    rounds = 0
+
+    def pause(seconds):
+        global rounds
+        rounds += 1
+        with open(sys.argv[1], "w") as f:
+            f.write(f"{rounds} {time.time()}")
+        time.sleep(seconds)
+
+    track_for(RequestTracker(app.engine, app.mailbox, app.clock), float(sys.argv[2]), 0.2, sleep=pause)
+''')
+
+# What `snapshot_request_job` registers (tomorrow's day plan), on the installation's clock.
+REGISTER_TOMORROW = textwrap.dedent('''
+    from msgx_dagster.jobs.requests import rqfd_for_tomorrow
+    from msgx_engine.app import App
+    from msgx_engine.requests.tracker import RequestTracker
+
+    app = App.from_settings()
+    print(rqfd_for_tomorrow(RequestTracker(app.engine, app.mailbox, app.clock), app.clock.now())[0].fday)
+''')
+
 def workload() -> list[str]:
     """GTDT over FLIGHTS flights, with resends (duplicates), ignored LDM and malformed rows."""
     out: list[str] = []
@@ -187,9 +232,13 @@ class Install:
     def start(self, *args: str, stderr: int | None = None, **extra: str) -> Running:
         """A background ``msgx`` whose output goes to a file (a pipe nobody reads could block it;
         ``stderr``: a file descriptor its stderr goes to instead, the log sink row's full pipe)."""
+        return self.start_argv([MSGX_BIN, *args], stderr=stderr, **extra)
+
+    def start_argv(self, argv: list[str], stderr: int | None = None, **extra: str) -> Running:
+        """Any command in the installation's environment, in the background as ``start``."""
         log = self.home / f"msgx-{time.monotonic_ns()}.log"
         with log.open("w") as out:
-            proc = subprocess.Popen([MSGX_BIN, *args], env=self.env(**extra), stdout=out,
+            proc = subprocess.Popen(argv, env=self.env(**extra), stdout=out,
                                     stderr=subprocess.STDOUT if stderr is None else stderr)
         return Running(proc, log)
 
@@ -253,10 +302,11 @@ class Lab:
         mb.dispose()
         return url
 
-    def install(self, mailbox_url: str | None = None, *, redis: bool = True) -> Install:
+    def install(self, mailbox_url: str | None = None, *, redis: bool = True,
+                tablespace: str | None = None) -> Install:
         self.n += 1
         name = f"state{self.n}"
-        self.servers.pg.create(name)
+        self.servers.pg.create(name, tablespace=tablespace)
         engine = make_engine(self.servers.pg.url(name))
         migrate.upgrade(engine)
         engine.dispose()
@@ -367,16 +417,34 @@ def postgres_killed(lab: Lab, reference: dict) -> str:
 
 
 def mariadb_killed(lab: Lab, reference: dict) -> str:
+    return mariadb_away(lab, reference, clean=False)
+
+
+def mariadb_shut_down(lab: Lab, reference: dict) -> str:
+    """A clean shutdown (SIGTERM, waited for: what ``mysqladmin shutdown`` and ``systemctl stop``
+    do) tells each open connection "server shutdown in progress" before closing it, where a kill
+    just drops them: the pump goes on and recovers as from a kill."""
+    return mariadb_away(lab, reference, clean=True)
+
+
+def mariadb_away(lab: Lab, reference: dict, *, clean: bool) -> str:
+    """MariaDB taken away under a running pump (``clean``: shut down, else kill -9) and started
+    again: registered work goes on, the marks follow, the mailbox lock is taken again."""
     again = lab.root / f"hold-again-{lab.n}"
     inst, runner = pump_mid_run(lab, hold_again=again)
     try:
         before = inst.count("status = 'SUCCEEDED'")
-        lab.servers.mariadb.kill()
+        if clean:
+            lab.servers.mariadb.stop()
+        else:
+            lab.servers.mariadb.kill()
         runner.release()
         # the bodies read ahead keep the pump going without the mailbox (then held again after the
         # 80th message, so it cannot finish and exit before the mailbox is back)
         wait_for(lambda: again.with_name(again.name + ".held").exists(), "the pump to go on without the mailbox", 120)
-        assert inst.count("status = 'SUCCEEDED'") > before
+        assert inst.count("status = 'SUCCEEDED'") > before, (
+            inst.query("SELECT status, error_class, count(*) FROM proc_state GROUP BY 1, 2"),
+            runner.log.read_text()[-3000:])
         lab.servers.mariadb.start()
         again.unlink()
         rc, err = runner.finish()
@@ -391,7 +459,8 @@ def mariadb_killed(lab: Lab, reference: dict) -> str:
         assert restarts <= 5
         assert inst.pump().returncode == 0
     converged(inst, reference)
-    return (f"processing went on from registered rows; marks backed off and followed ({restarts} more "
+    return (f"{'shut down' if clean else 'killed'}: processing went on from registered rows; marks backed off "
+            f"and followed ({restarts} more "
             "pump run(s)); mailbox lock re-taken; every mark once")
 
 
@@ -706,6 +775,132 @@ def clock_stepped_forward(lab: Lab, reference: dict) -> str:
             f"{commit_after:.1f}s later was still awaited and processed in order")
 
 
+def clock_stepped_during_requests(lab: Lab, reference: dict) -> str:
+    """F1, US-08 AC3, C-24: the host's wall clock stepped an hour forward and then two hours back
+    under a running request-tracking loop (and the pump draining the workload) while an RQRD waits
+    for its answer: it times out 30 s after it was sent by PostgreSQL's clock, neither at once on
+    the forward step nor an hour late after the back step, and is written to COUTMSGS once. The
+    day the 22:00 schedule's job asks for is PostgreSQL's tomorrow even in a process whose host
+    clock (libfaketime) is already past midnight. The workload converges as the reference."""
+    if LIBFAKETIME is None:
+        pytest.fail("libfaketime is not installed (scripts/services.sh installs faketime)", pytrace=False)
+    inst = lab.install(redis=False)
+    offset, seen = _wall_clock_shim(inst), inst.home / "tracking-rounds"
+    fill(inst.mailbox_url, workload())
+    registered = inst.msgx("request", "rqrd", "GLST")
+    assert registered.returncode == 0, registered.stdout + registered.stderr
+    sent_age = ("SELECT status, extract(epoch FROM clock_timestamp() - sent_at) AS age, "
+                "extract(epoch FROM done_at - sent_at) AS waited, coutmsgs_id FROM req_track")
+
+    def rounds_under(shift: int) -> None:
+        """Step the host's wall clock to ``shift`` seconds off and wait for a whole tracking round
+        that read it."""
+        offset.write_text(str(shift))
+        first: list[int] = []
+
+        def stepped_round() -> bool:
+            try:
+                n, host = seen.read_text().split()
+            except (OSError, ValueError):
+                return False
+            if abs(float(host) - time.time() - shift) > 600:
+                return False
+            first[:1] = first[:1] or [int(n)]
+            return int(n) > first[0]
+        wait_for(stepped_round, f"a tracking round under the host clock {shift:+d} s off", 20)
+
+    pump = inst.start("pump", "--drain")
+    tracking = inst.start_argv([sys.executable, "-c", TRACKING_LOOP, str(seen), "120"])
+    try:
+        wait_for(lambda: inst.query(sent_age)[0].status == "SENT", "the request to be sent", 30)
+        rounds_under(3600)
+        forward = inst.query(sent_age)[0]
+        assert forward.age < 30, "the machine was too slow to step the clock inside the timeout"
+        assert forward.status == "SENT", "the forward step timed the request out early"
+        rounds_under(-3600)
+        wait_for(lambda: inst.query(sent_age)[0].status != "SENT", "the request to time out", 60)
+        closed = inst.query(sent_age)[0]
+    finally:
+        tracking.stop()
+    try:
+        rc, err = pump.finish(timeout=240)
+    finally:
+        pump.stop()
+    assert rc == 0, err[-2000:]
+    assert closed.status == "TIMEOUT" and 30 <= closed.waited < 35, closed
+    with Mailbox(inst.mailbox_url).engine.connect() as conn:
+        written = conn.execute(text("SELECT count(*) FROM coutmsgs")).scalar_one()
+    assert written == 1 and closed.coutmsgs_id is not None, f"{written} COUTMSGS rows for one request"
+    converged(inst, reference)
+
+    offset.write_text("0")
+    db_now = inst.query("SELECT clock_timestamp() AS now")[0].now.astimezone(ZoneInfo("Asia/Shanghai"))
+    past_midnight = datetime.combine(db_now.date() + timedelta(days=1), dt_time(1, 0), db_now.tzinfo) - db_now
+    day = subprocess.run([sys.executable, "-c", REGISTER_TOMORROW], capture_output=True, text=True, timeout=120,
+                         env=inst.env(LD_PRELOAD=str(LIBFAKETIME), FAKETIME=f"+{int(past_midnight.total_seconds())}"))
+    assert day.returncode == 0, day.stderr[-2000:]
+    assert day.stdout.strip() == (db_now.date() + timedelta(days=1)).isoformat(), \
+        f"the host clock's day decided the day plan: {day.stdout.strip()} (PostgreSQL's today is {db_now.date()})"
+    return (f"host clock +1 h when the request was {forward.age:.0f}s old: still SENT; then -1 h: timed out "
+            f"{closed.waited:.1f}s after sent_at; one COUTMSGS row; the day plan asked for PostgreSQL's tomorrow "
+            f"from a host clock past midnight; workload as reference")
+
+def postgres_disk_full(lab: Lab, reference: dict) -> str:
+    """PostgreSQL out of disk space for real: the state database lives in a tablespace on a small
+    tmpfs, filled up under a running pump and kept full for 30 s (past the head's attempt budget)
+    while a new pump is started whenever one exits, as the inbox sensor does; then the space comes
+    back (the filler is deleted) and the pumps finish. Nothing is lost, doubled or rewound: the run
+    converges as the reference."""
+    space = lab.servers.pg.root / f"space{lab.n}"
+    space.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(space)], check=True, capture_output=True)
+    tablespace, inst = f"small{lab.n}", None
+    try:
+        shutil.chown(space, "postgres")
+        lab.servers.pg.sql(f"CREATE TABLESPACE {tablespace} LOCATION '{space}'")
+        inst = lab.install(tablespace=tablespace)
+        filler, gate = space / "filler", inst.home / "hold-until-full"
+        gate.touch()
+        fill(inst.mailbox_url, workload())
+        runner = inst.start("pump", "--drain", MSGX_FAULT_HOLD=f"after_tx2:60:{gate}")
+        runner.gate = gate
+        runs, exits = [runner], []
+        try:
+            wait_for(lambda: gate.with_name(gate.name + ".held").exists(), "the pump to be mid-run", 120)
+            with contextlib.suppress(OSError), filler.open("wb") as f:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            runner.release()
+            full_until = time.monotonic() + 30
+            while time.monotonic() < full_until:         # the sensor starts a pump whenever none runs
+                if runs[-1].proc.poll() is not None:
+                    exits.append(runs[-1].proc.returncode)
+                    runs.append(inst.start("pump", "--drain"))
+                time.sleep(0.5)
+            logs = "".join(r.log.read_text() for r in runs)
+            head = inst.query("SELECT msg_id, attempts FROM proc_state WHERE status = 'FAILED'")
+            filler.unlink()
+            runs[-1].finish(timeout=240)        # started while the disk was full, it may have exited 1
+        finally:
+            for r in runs:
+                r.stop()
+        assert "No space left on device" in logs, "the disk never filled up under the pump"
+        for _ in range(5):                                   # the sensor's next runs, if any is needed
+            if inst.count("TRUE") == N and not _unmarked(inst) and not inst.count("status = 'FAILED'"):
+                break
+            assert inst.pump().returncode == 0
+        c = converged(inst, reference)
+    finally:
+        if inst is not None:
+            lab.servers.pg.drop(inst.name)
+        with contextlib.suppress(Exception):
+            lab.servers.pg.sql(f"DROP TABLESPACE {tablespace}")
+        subprocess.run(["umount", str(space)], capture_output=True)
+    return (f"disk full for 30 s: {len(exits)} pump runs exited {sorted(set(exits))} (the sensor's restarts); "
+            f"the head meanwhile FAILED with attempts {[(r.msg_id, r.attempts) for r in head]}, never DEAD; after "
+            f"the space returned every row once, {c['events']} events as reference")
+
 def fill_holding(lab: Lab, inst: Install, bodies: list[str], held: int) -> pymysql.Connection:
     """Fill the mailbox with ``bodies``, row ``held`` inserted by a transaction left open (its id is
     taken, the row invisible): the returned connection commits it late."""
@@ -820,8 +1015,12 @@ MATRIX = [
         kill_at("inside_backfill:1")),
     Row("PostgreSQL kill -9 and start under a running pump", "pump reconnects, re-takes its lock, finishes",
         postgres_killed),
+    Row("PostgreSQL out of disk space (the state's tablespace on a full tmpfs), then space returns",
+        "nothing lost, doubled or rewound", postgres_disk_full),
     Row("MariaDB kill -9 and start under a running pump", "registered work goes on; marks follow; lock re-taken",
         mariadb_killed),
+    Row("MariaDB shut down cleanly (SIGTERM, waited for) and started under a running pump",
+        "registered work goes on; marks follow; lock re-taken", mariadb_shut_down),
     Row("Redis kill -9 under a running pump until the head's backoff reaches its cap (D22)",
         "head waits open, backoff capped at 30 s, no attempt used, never DEAD, nothing overtakes; projection "
         "repaired", redis_outage),
@@ -848,6 +1047,9 @@ MATRIX = [
     Row("host clock stepped back 1 h during a gap grace", "grace ends on time (no stall)", clock_stepped_back),
     Row("host clock stepped forward 1 h inside a gap grace", "grace not cut short; row in order",
         clock_stepped_forward),
+    Row("host clock stepped forward 1 h, then back 2 h, while a request waits for its answer (faketime)",
+        "times out 30 s after sending by PostgreSQL's clock, never early nor late; sent once; the 22:00 job's day "
+        "is PostgreSQL's tomorrow", clock_stepped_during_requests),
 ]
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import dagster as dg
 import psutil
 import pytest
+from sqlalchemy import text
 
 from msgx_engine.mailbox.adapter import Mailbox
 from tests.topology_support import (
@@ -280,3 +281,43 @@ def test_code_server_stopped_with_sigterm_under_a_running_pump_launches_nothing_
                   BACK_WITHIN_S)
     assert_each_once(topology)
 
+DAEMON_AWAY_S = 90.0    # the daemon's outage, compressed from the ten minutes of a long maintenance
+
+
+def test_the_pump_goes_on_while_the_daemon_is_stopped_and_the_daemon_comes_back(topology):
+    """OPS-1: the Dagster daemon stopped cleanly (SIGTERM to its process group, as `systemctl stop`
+    does) for DAEMON_AWAY_S while rows arrive: the running pump, whose run worker lives in the code
+    server, processes and delivers every row meanwhile, each once; when the daemon is started again
+    it beats within a minute, and the same pump run still holds the writer lock (none failed, none
+    launched twice)."""
+    put(topology, "DA0")
+    before = topology.wait("a pump run holds the writer lock", topology.running_pump, START_DEADLINE_S)
+    assert_each_once(topology)
+    daemon = topology.procs.pop("daemon")        # topology.wait fails on an exited process
+    os.killpg(daemon.pid, signal.SIGTERM)
+    daemon.wait(60)
+    stopped_at = time.monotonic()
+    arrived = 0
+    while time.monotonic() - stopped_at < DAEMON_AWAY_S:
+        put(topology, f"DA{arrived + 1}")
+        arrived += 1
+        topology.wait("the row processed without the daemon",
+                      lambda: topology.running_pump() == before and _processed(topology) >= len(topology.sent),
+                      BACK_WITHIN_S)
+        time.sleep(10)                            # rows arrive over the whole outage
+    assert_each_once(topology)
+    restarted = time.time()
+    topology.start("daemon")
+
+    def beats() -> bool:
+        with topology.instance() as instance:
+            return any(h.timestamp > restarted for h in instance.get_daemon_heartbeats().values())
+    topology.wait("the daemon beats again", beats, BACK_WITHIN_S)
+    assert topology.running_pump() == before, "the pump run changed while the daemon was away"
+    assert [r.run_id for r in topology.pump_runs(dg.DagsterRunStatus.STARTED)] == [before]
+    print(f"daemon away {DAEMON_AWAY_S:.0f} s: {arrived} rows processed meanwhile by pump run {before}")
+
+
+def _processed(topology: Topology) -> int:
+    with topology.state() as conn:
+        return int(conn.execute(text("SELECT count(*) FROM proc_state WHERE status = 'SUCCEEDED'")).scalar_one())
