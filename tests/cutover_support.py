@@ -19,8 +19,10 @@ from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import connect
 from msgx_engine.demo.day import demo_day
 from msgx_engine.sis.times import LOCAL_TZ
+from tests.snapshot_builders import fltr, schd
 
 TODAY = datetime.now(LOCAL_TZ).date()
+STAMP = TODAY.strftime("%d%b%y").upper()        # SIS DDMONYY of today, the day the plans are for
 DAY = [m.body for m in demo_day(TODAY).messages][:500]
 BATCHES = [DAY[i:i + 100] for i in range(0, 500, 100)]
 
@@ -100,6 +102,28 @@ def msg_events(url: str) -> Counter:
 def both_drain(run_as, env: dict[str, str]) -> None:
     ok(run_as(env, "pump", "--drain"))
     ok(run_as(env, "dispatch", "--drain"))
+
+
+# --- a day-plan request from the installation holding the right, and the AODB's answer -----------
+def request_and_answer(app, run_as, env: dict[str, str], window: tuple[str, str], flid: str, hhmm: str) -> int:
+    """``msgx request rqfd`` for today's ``window`` (HH:MM, HH:MM) and ``msgx request track`` as
+    ``env`` (one request written to COUTMSGS); then the AODB's answer in the mailbox, a SCHD/RESP
+    without SEQN echo listing one flight, ``flid`` at ``hhmm`` today: the flights of the window it
+    does not list are deleted. Returns the answer's mailbox id."""
+    start, end = (f"{TODAY:%Y-%m-%d} {t}" for t in window)
+    ok(run_as(env, "request", "rqfd", "--start", start, "--end", end))
+    assert len(json.loads(ok(run_as(env, "request", "track")))["sent"]) == 1
+    # the installations run on PostgreSQL's clock: the answer is stamped by it, after the request
+    stamp = scalar(env["MSGX_DB_URL"], "SELECT to_char(now() AT TIME ZONE 'Asia/Shanghai', 'YYYYMMDDHH24MISS')")
+    return app.mailbox.put(schd("RESP", fltr(flid, f"{STAMP}{hhmm}"), dttm=stamp))
+
+
+def verdict(url: str, msg_id: int) -> str:
+    return scalar(url, "SELECT status || ':' || coalesce(reason, '') FROM proc_state WHERE msg_id = :m", m=msg_id)
+
+
+def live(url: str) -> str:
+    return scalar(url, "SELECT string_agg(flid, ',' ORDER BY flid) FROM flight_schd WHERE NOT deleted")
 
 
 # --- a consumer that follows docs/delivery.md literally ------------------------------------------

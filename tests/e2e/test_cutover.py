@@ -16,13 +16,16 @@ from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
     BATCHES,
     Follower,
     both_drain,
+    live,
     msg_events,
     ok,
     refused,
+    request_and_answer,
     run_as,
     scalar,
     signed,
     two,
+    verdict,
 )
 from tests.e2e.test_shadow_start import state_checksum
 from tests.pipeline_support import mailbox_checksum
@@ -33,17 +36,20 @@ OLD = "OLD000001"
 
 def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_once(
         app, two, run_as, kafka_reader, redis_url, tmp_path):  # noqa: F811 - fixtures from tests.cutover_support
-    """OPS-4 (a rehearsed rollback), PRE-1, OPS-3, O19: production (a) has processed an older day
-    before its shadow (b) starts from today's first message (``msgx shadow start-from``), so b counts
-    event ids and versions from a later point; both process today's stream; a stops writes at its
-    watermark W while b has read on past it; b is promoted and goes on (and changes a flight of the
-    old day, which only a stores); a rollback before b stopped is refused; b stops at W2; a rolls
-    back, applying (W, W2] without publishing it again, and goes on. Every mailbox row ends marked
-    once (no mark ever rewritten); on the production ``msg`` topic every message's events appear
-    exactly once, published by the installation that held the right when it was processed; both
-    installations compare with 0 unexplained differences; a pump of a stopped installation refuses
-    to run; and a consumer that follows docs/delivery.md literally drops no change on either topic
-    and ends holding every flight's whole state as the installation holding the right has it."""
+    """OPS-4 (a rehearsed rollback), PRE-1, OPS-3, O19, C-23 (decision L16): production (a) has
+    processed an older day before its shadow (b) starts from today's first message (``msgx shadow
+    start-from``), so b counts event ids and versions from a later point; both process today's
+    stream; a stops writes at its watermark W while b has read on past it; b is promoted and goes on:
+    it sends a day-plan request (``msgx request rqfd``) and applies the AODB's answer (SCHD/RESP,
+    its flight present), and changes a flight of the old day, which only a stores; a rollback before
+    b stopped is refused; b stops at W2; a rolls back, applying (W, W2] without publishing it again
+    (the answer too, with the same verdict: its flight present), and goes on. Every mailbox row
+    ends marked once (no mark ever rewritten); on the production ``msg`` topic every message's
+    events appear exactly once, published by the installation that held the right when it was
+    processed; both installations compare with 0 unexplained differences; a pump of a stopped
+    installation refuses to run; and a consumer that follows docs/delivery.md literally drops no
+    change on either topic (the answer's among them) and ends holding every flight's whole state
+    as the installation holding the right has it."""
     a, b, b_live = two["a"], two["b"], two["b_live"]
     mailbox = app.mailbox
     mailbox.put_many([big_package(300, day=9, prefix="OLD")])        # an older day, before the shadow
@@ -72,8 +78,11 @@ def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_on
     assert code != 0
     refused(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"])), "has not stopped writes")
     both_drain(run_as, b_live)
-    fourth = [mailbox.put(gtdt(OLD, (1, "Z1"))), *mailbox.put_many(BATCHES[3])]   # OLD: stored by a only
+    # b asks for today's 02:00-03:00 (no flight of the demo day there); the AODB's answer lists N02
+    answer = request_and_answer(app, run_as, b_live, ("02:00", "03:00"), "N02", "0230")
+    fourth = [answer, mailbox.put(gtdt(OLD, (1, "Z1"))), *mailbox.put_many(BATCHES[3])]   # OLD: stored by a only
     both_drain(run_as, b_live)
+    assert verdict(b["MSGX_DB_URL"], answer) == "SUCCEEDED:" and "N02" in live(b["MSGX_DB_URL"]).split(",")
 
     out = ok(run_as(b_live, *signed("cutover", "stop-writes")))
     assert f"writes stopped at mailbox id {fourth[-1]}" in out
@@ -84,6 +93,7 @@ def test_ops4_cut_over_and_roll_back_every_row_processed_marked_and_published_on
     out = ok(run_as(a, *signed("cutover", "rollback", "--from", b["MSGX_DB_URL"], "--known", str(known))))
     assert f"{len(third) + len(fourth)} row(s) brought over" in out and "0 unexplained" in out
     assert mailbox.processed_at(DAY_IDS) == marks_before_rollback         # the rollback rewrote no mark
+    assert verdict(a["MSGX_DB_URL"], answer) == "SUCCEEDED:" and "N02" in live(a["MSGX_DB_URL"]).split(",")
     code, report, _ = run_as(a, "compare", "--against", b["MSGX_DB_URL"], "--known", str(known), "--json")
     assert code == 0 and json.loads(report)["flights"]["compared"] > 50
 

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import json
 
-from snapshot_builders import dnld, fltr, schd
+from snapshot_builders import dnld, fltr
 
 from tests.cutover_support import (  # noqa: F401 - run_as and two are fixtures
-    TODAY,
+    STAMP,
     both_drain,
+    live,
     ok,
+    request_and_answer,
     run_as,
     scalar,
     signed,
     two,
+    verdict,
 )
-
-STAMP = TODAY.strftime("%d%b%y").upper()        # SIS DDMONYY of the day the plans are for
-WINDOW = (f"{TODAY:%Y-%m-%d} 08:00", f"{TODAY:%Y-%m-%d} 12:00")
 
 
 def day_plan(app) -> int:
@@ -31,22 +31,10 @@ def day_plan(app) -> int:
                                                                        ("C15", "1500")))))
 
 
-def request_and_answer(app, run_as, env) -> int:  # noqa: F811
-    """``msgx request rqfd`` 08:00-12:00 and ``msgx request track`` on ``env``; then the AODB's
-    answer, no SEQN echo, listing a new 10:30 flight only: B10 inside the window is deleted."""
-    ok(run_as(env, "request", "rqfd", "--start", WINDOW[0], "--end", WINDOW[1]))
-    assert len(json.loads(ok(run_as(env, "request", "track")))["sent"]) == 1
-    # the installations run on PostgreSQL's clock: the answer is stamped by it, after the request
-    stamp = scalar(env["MSGX_DB_URL"], "SELECT to_char(now() AT TIME ZONE 'Asia/Shanghai', 'YYYYMMDDHH24MISS')")
-    return app.mailbox.put(schd("RESP", fltr("N10", f"{STAMP}1030"), dttm=stamp))
-
-
-def verdict(url: str, msg_id: int) -> str:
-    return scalar(url, "SELECT status || ':' || coalesce(reason, '') FROM proc_state WHERE msg_id = :m", m=msg_id)
-
-
-def live(url: str) -> str:
-    return scalar(url, "SELECT string_agg(flid, ',' ORDER BY flid) FROM flight_schd WHERE NOT deleted")
+def answer_n10(app, run_as, env) -> int:  # noqa: F811
+    """A request for today 08:00-12:00 from ``env``; the answer lists a new 10:30 flight only: B10
+    inside the window is deleted."""
+    return request_and_answer(app, run_as, env, ("08:00", "12:00"), "N10", "1030")
 
 
 def unexplained(run_as, env, against: str) -> int:  # noqa: F811
@@ -68,7 +56,7 @@ def test_l16_the_shadow_applies_the_answer_to_productions_request(app, two, run_
     ok(run_as(b, *signed("shadow", "start-from", str(first))))
     both_drain(run_as, a)
     both_drain(run_as, b)
-    answer = request_and_answer(app, run_as, a)
+    answer = answer_n10(app, run_as, a)
     both_drain(run_as, a)
     both_drain(run_as, b)
     assert verdict(a["MSGX_DB_URL"], answer) == verdict(b["MSGX_DB_URL"], answer) == "SUCCEEDED:"
@@ -93,7 +81,7 @@ def test_l16_an_answer_the_promoted_installation_applied_is_applied_after_rollba
     both_drain(run_as, b)
     ok(run_as(a, *signed("cutover", "stop-writes")))
     ok(run_as(b_live, *signed("cutover", "promote", "--from", a["MSGX_DB_URL"])))
-    answer = request_and_answer(app, run_as, b_live)
+    answer = answer_n10(app, run_as, b_live)
     both_drain(run_as, b_live)
     assert verdict(b["MSGX_DB_URL"], answer) == "SUCCEEDED:" and live(b["MSGX_DB_URL"]) == "A07,C15,N10"
     ok(run_as(b_live, *signed("cutover", "stop-writes")))
