@@ -433,18 +433,17 @@ def mariadb_away(lab: Lab, reference: dict, *, clean: bool) -> str:
     again = lab.root / f"hold-again-{lab.n}"
     inst, runner = pump_mid_run(lab, hold_again=again)
     try:
-        before = inst.count("status = 'SUCCEEDED'")
         if clean:
             lab.servers.mariadb.stop()
         else:
             lab.servers.mariadb.kill()
         runner.release()
-        # the bodies read ahead keep the pump going without the mailbox (then held again after the
-        # 80th message, so it cannot finish and exit before the mailbox is back)
+        # the bodies read ahead keep the pump going without the mailbox: it finishes its 61st to 80th
+        # messages, all after the mailbox went away, and is held again after the 80th, so it cannot
+        # finish and exit before the mailbox is back. (Its own count is the proof: with group commit
+        # the table may already hold more than 80 finished rows at the first hold, so a count of
+        # SUCCEEDED rows before and after proves nothing and failed once when no group committed.)
         wait_for(lambda: again.with_name(again.name + ".held").exists(), "the pump to go on without the mailbox", 120)
-        assert inst.count("status = 'SUCCEEDED'") > before, (
-            inst.query("SELECT status, error_class, count(*) FROM proc_state GROUP BY 1, 2"),
-            runner.log.read_text()[-3000:])
         lab.servers.mariadb.start()
         again.unlink()
         rc, err = runner.finish()
