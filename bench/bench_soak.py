@@ -91,7 +91,7 @@ from proctree import rss_mb, tree_cpu_seconds  # noqa: E402
 from soak_dagster import DagsterStack  # noqa: E402
 from soak_history import store_history  # noqa: E402
 from soak_latency import latency_runs, print_runs  # noqa: E402
-from soak_stream import StreamMessage, stream  # noqa: E402
+from soak_stream import StreamMessage, churn, stream  # noqa: E402
 
 from msgx_engine.clock import SystemClock  # noqa: E402
 from msgx_engine.db import make_engine  # noqa: E402
@@ -163,6 +163,7 @@ class Sample:
     rss_mb: float
     rel: dict[str, tuple[str, int, str]]
     probes: dict[str, tuple[int, float]]
+    statements: dict[str, tuple[int, float, int]] = field(default_factory=dict)
 
 
 class Pump(Protocol):
@@ -216,8 +217,21 @@ class DagsterPump:
         return self.stack.poll()
 
 
+_STATEMENTS_SQL = ("SELECT left(regexp_replace(query, '\\s+', ' ', 'g'), 110), sum(calls)::bigint, "
+                   "sum(total_exec_time), sum(shared_blks_hit + shared_blks_read)::bigint FROM pg_stat_statements "
+                   "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) GROUP BY 1")
+
+
+def statements(conn: psycopg.Connection) -> dict[str, tuple[int, float, int]]:
+    """pg_stat_statements' totals per statement (calls, ms, buffers), when the server loads it."""
+    try:
+        return {q: (c, t, b) for q, c, t, b in conn.execute(_STATEMENTS_SQL)}
+    except psycopg.errors.UndefinedTable:
+        return {}
+
+
 def sample(conn: psycopg.Connection, done: int, pump: Pump) -> Sample:
-    return Sample(time.time(), done, pump.cpu_seconds(), pump.rss_mb(), sizes(conn), probe(conn))
+    return Sample(time.time(), done, pump.cpu_seconds(), pump.rss_mb(), sizes(conn), probe(conn), statements(conn))
 
 
 @dataclass(eq=False)
@@ -296,6 +310,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--rate", type=float, default=0.0, help="insert at this many msg/s instead (0: --ahead)")
     ap.add_argument("--day-messages", type=int, default=100_000,
                     help="messages in a simulated day: the demo day and its revisions (soak_stream.py)")
+    ap.add_argument("--shape", choices=("day", "churn"), default="day",
+                    help="day: demo airport days with revisions; churn: GTDT rounds over --flights flights")
+    ap.add_argument("--flights", type=int, default=3000, help="the churn shape's flights")
     ap.add_argument("--archive-every", type=int, default=0, help="messages between archiving runs (default: a day)")
     ap.add_argument("--stored-flights", type=int, default=0,
                     help="copy the first day's flights into earlier days until the store holds this many "
@@ -316,6 +333,9 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--vacuum-every", type=float, default=0.0, help="VACUUM (ANALYZE) every S seconds")
     ap.add_argument("--private-pg", action="store_true",
                     help="a private PostgreSQL cluster with autovacuum on (the default a production server runs)")
+    ap.add_argument("--statements", action="store_true",
+                    help="a private cluster loading pg_stat_statements, autovacuum off as on the shared server "
+                         "(with --private-pg: on); prints the statements whose time grew from the 2nd to the 9th tenth")
     ap.add_argument("--without-upkeep", action="store_true",
                     help="reset the tables' storage parameters (fill factors, autovacuum thresholds) to the defaults")
     args = ap.parse_args()
@@ -346,14 +366,17 @@ class Vacuumer(threading.Thread):
 
 def main() -> int:
     args = parse()
-    if not args.private_pg:
+    if not (args.private_pg or args.statements):
         return soak(args)
     root = private_postgres_root()
-    cluster = PrivatePostgres(root / "pg")
+    settings = {"shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "all",
+                "autovacuum": "on" if args.private_pg else "off"} if args.statements else {}
+    cluster = PrivatePostgres(root / "pg", settings=settings)
     cluster.ctl("start")
     try:
         bench_pump.PG = cluster.url().replace("postgresql+psycopg://", "postgresql://")
-        print(f"a private PostgreSQL cluster with autovacuum on, port {cluster.port}", flush=True)
+        print(f"a private PostgreSQL cluster with autovacuum {settings.get('autovacuum', 'on')}, "
+              f"port {cluster.port}", flush=True)
         return soak(args)
     finally:
         cluster.ctl("stop")
@@ -380,6 +403,9 @@ def soak(args: argparse.Namespace) -> int:
     topics = f"soak_msg_{tag}", f"soak_schd_{tag}"
     with fresh_databases(tag, "p") as ((db_url,), mailbox_url):
         dsn = db_url.replace("postgresql+psycopg://", "postgresql://")
+        if args.statements:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
         if args.without_upkeep:
             reset_storage(dsn)
         env = {k: v for k, v in os.environ.items() if not k.startswith("MSGX_")}
@@ -390,7 +416,8 @@ def soak(args: argparse.Namespace) -> int:
         if not args.no_delivery:
             AdminClient({"bootstrap.servers": KAFKA}).create_topics([NewTopic(t, 4, 1) for t in topics])
             env["MSGX_KAFKA_BOOTSTRAP"] = KAFKA
-        feeder = Feeder(stream(date.today(), args.day_messages), args.messages, tag, args.ahead, args.rate)
+        messages = churn(args.flights) if args.shape == "churn" else stream(date.today(), args.day_messages)
+        feeder = Feeder(messages, args.messages, tag, args.ahead, args.rate)
         if args.pre:
             t = time.monotonic()
             while len(feeder.inserted) < args.pre:
@@ -598,6 +625,8 @@ def report(args: argparse.Namespace, samples: list[Sample], inserted: dict[int, 
         print(f"{k:>5} " + " ".join(f"{s.probes[name][0]:>9d} ({s.probes[name][1]:5.1f})" for name in PROBES))
     if len(rows) >= 3:
         compare(rows[1], rows[-1], samples[2], samples[-1], "pump step" if args.backlog else "mailbox -> terminal")
+    if len(samples) > TENTHS and samples[-1].statements:
+        grown_statements(samples[1], samples[2], samples[8], samples[9])
     print_sizes(samples[-1], stats)
 
 
@@ -634,6 +663,23 @@ def compare(second: Tenth, last: Tenth, s2: Sample, sl: Sample, latency: str) ->
         a, b = s2.rel.get(rel, ("", 0, ""))[1] / 2**20, sl.rel[rel][1] / 2**20
         if max(a, b) >= 0.1:
             print(f"  size {rel:<27} {a:10.1f} -> {b:10.1f} MB  x{b / a if a else float('nan'):.2f}")
+
+
+def grown_statements(a1: Sample, a2: Sample, b1: Sample, b2: Sample, top: int = 12) -> None:
+    """The statements whose time per message grew most from the 2nd tenth to the 9th
+    (pg_stat_statements between the samples that bound each tenth)."""
+    def per_tenth(x: Sample, y: Sample) -> dict[str, tuple[int, float, int]]:
+        return {q: (c - x.statements.get(q, (0, 0.0, 0))[0], t - x.statements.get(q, (0, 0.0, 0))[1],
+                    b - x.statements.get(q, (0, 0.0, 0))[2]) for q, (c, t, b) in y.statements.items()}
+    second, ninth = per_tenth(a1, a2), per_tenth(b1, b2)
+    n2, n9 = max(1, a2.done - a1.done), max(1, b2.done - b1.done)
+    rows = sorted(set(second) | set(ninth), key=lambda q: -(ninth.get(q, (0, 0.0, 0))[1] / n9
+                                                            - second.get(q, (0, 0.0, 0))[1] / n2))
+    print("\nstatements by time per 1,000 messages, 2nd tenth -> 9th (ms; calls; buffers a call):")
+    for q in rows[:top]:
+        (c2, t2, b2_), (c9, t9, b9) = second.get(q, (0, 0.0, 0)), ninth.get(q, (0, 0.0, 0))
+        print(f"  {t2 / n2 * 1000:8.0f} -> {t9 / n9 * 1000:8.0f}  {c2:>7} -> {c9:>7}  "
+              f"{b2_ / max(1, c2):7.0f} -> {b9 / max(1, c9):7.0f}  {q}")
 
 
 def print_sizes(last: Sample, stats: list[tuple]) -> None:

@@ -115,3 +115,26 @@ def stream(first: date, day_messages: int = 0) -> Iterator[StreamMessage]:
         for body in day_bodies(k, first, seqns, day_messages):
             yield StreamMessage(k, body)
         k += 1
+
+
+def _gate(no: int, code: str) -> str:
+    return (f'\t\t<GTDT GTNO="{no}">\n\t\t\t<GATE>{code}</GATE>\n\t\t\t<PGOT>23JAN210805</PGOT>\n'
+            f"\t\t\t<GTYP>D</GTYP>\n\t\t</GTDT>\n")
+
+
+def churn(flights: int) -> Iterator[StreamMessage]:
+    """The churn shape: FLOP/GTDT messages round after round over ``flights`` flights (one to three
+    gates each, a different set every round), so each flight is rewritten every ``flights``
+    messages: a busy day compressed, or a long outage's catch-up, where a few thousand flights take
+    about a hundred changes each while the pump runs."""
+    seqns = SeqnCounter()
+    k = 0
+    while True:
+        for f in range(flights):
+            gates = "".join(_gate(n, f"G{(7 * k + 13 * n + f) % 60:02d}") for n in range(1, 2 + (k + f) % 3))
+            body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<MSG>\n\t<META>\n\t\t<SNDR>AODB</SNDR>\n'
+                    f"\t\t<SEQN>{seqns.next()}</SEQN>\n\t\t<DTTM>20210123053500</DTTM>\n\t\t<TYPE>FLOP</TYPE>\n"
+                    f"\t\t<STYP>GTDT</STYP>\n\t</META>\n\t<FLOP>\n\t\t<FLID>CH{f:05d}</FLID>\n"
+                    f"\t\t<FFID>CA-CA101-A-23JAN211345-D</FFID>\n{gates}\t</FLOP>\n</MSG>\n")
+            yield StreamMessage(0, body)
+        k += 1

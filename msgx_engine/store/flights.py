@@ -59,18 +59,35 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
     return entry
 
 
+# A batch of at most this many flights reads its detail rows one flight at a time through each
+# table's primary key (its first column is ``flid``), whatever PostgreSQL's statistics say; a larger
+# one (a day's snapshot, a whole-store read) lets the planner join (P39).
+BY_KEY_MAX = 512
+
+
 @cache
-def _load_sql(prefix: str = "", for_update: bool = False) -> str:
+def _load_sql(prefix: str = "", for_update: bool = False, by_key: bool = False) -> str:
     """The main rows of ``flids`` and every detail row of theirs from all 9 tables, in one
     statement (one round trip): each row as one JSON value tagged with its table (``''``
     for the main row, NULL columns stripped: a ~75-column row costs the driver far less as one
     column than as 75), main rows first, then in (table, flid, ordinal) order. ``for_update``
-    locks the main rows. ``prefix`` reads copies of the tables (``<prefix><table>``) instead."""
+    locks the main rows. ``prefix`` reads copies of the tables (``<prefix><table>``) instead.
+
+    ``by_key``: each main row's detail rows are read by that flight's key (a nested loop the
+    planner cannot flatten, ``OFFSET 0``). Without it a detail table whose statistics are missing
+    or stale (never analysed: autovacuum off, a restored dump; or analysed before a burst of
+    changes) is estimated from its pages, dead rows included, and read whole into a hash join: a
+    flight changed a hundred times in a few minutes left a hundred dead versions of its rows, and
+    every group's read grew with them (P39)."""
     lock = " FOR UPDATE" if for_update else ""
     main = (f"WITH m AS (SELECT f.flid, json_strip_nulls(to_json(f.*)) AS row FROM {prefix}flight_schd f "
             f"WHERE f.flid = ANY(%(flids)s){lock}) SELECT '' AS tbl, m.flid, 0 AS ordinal, m.row FROM m")
-    parts = [f"SELECT '{name}', t.flid, t.ordinal, to_json(t.*) FROM {prefix}{name} t "
-             "WHERE t.flid IN (SELECT flid FROM m)" for name in detail_tables]
+    if by_key:
+        parts = [f"SELECT '{name}', t.flid, t.ordinal, to_json(t.*) FROM m CROSS JOIN LATERAL "
+                 f"(SELECT * FROM {prefix}{name} d WHERE d.flid = m.flid OFFSET 0) t" for name in detail_tables]
+    else:
+        parts = [f"SELECT '{name}', t.flid, t.ordinal, to_json(t.*) FROM {prefix}{name} t "
+                 "WHERE t.flid IN (SELECT flid FROM m)" for name in detail_tables]
     return " UNION ALL ".join([main, *parts]) + " ORDER BY tbl, flid, ordinal"
 
 
@@ -295,7 +312,8 @@ class FlightRepository:
         rows: list[dict[str, Any]] = []
         fields_by_flid: dict[str, dict[str, Value]] = {}
         grouped: dict[tuple[str, str], list] = defaultdict(list)
-        for tbl, flid, _ordinal, raw in self.conn.exec_driver_sql(_load_sql(self.read_prefix, for_update),
+        for tbl, flid, _ordinal, raw in self.conn.exec_driver_sql(_load_sql(self.read_prefix, for_update,
+                                                                            len(wanted) <= BY_KEY_MAX),
                                                                   {"flids": bulk.TextArray(wanted)}):
             row = _as_dict(raw)
             if not tbl:
