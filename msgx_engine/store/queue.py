@@ -299,7 +299,7 @@ INTAKE = "cminmsgs"                 # intake_state.name of the one mailbox table
 
 def max_registered(conn: Connection) -> int:
     """The largest mailbox id ever registered, archived ones included (two index lookups), so the
-    PK-bounded scan stays where it was after archiving (DESIGN §2.1)."""
+    PK-bounded scan stays where it was after archiving (DESIGN §2, step 1)."""
     return int(conn.execute(select(func.greatest(
         select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
         select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery()))).scalar_one())

@@ -1,4 +1,4 @@
-"""Every decision id the repository cites resolves inside it.
+"""Every decision id and every section (§) the repository cites resolves inside it.
 
 docs/decisions.md is an index: one line per decision id, ``- [P13](pipeline.md#p13), write-behind:
 ...``, linking to the decision's record (an anchored heading in the explanation page of its topic)
@@ -7,6 +7,10 @@ the index is checked, wherever it is cited: code comments and docstrings, the pr
 the ``doc``/``spec`` fields of the golden cases. Test data is not read (XML, JSON bodies, string
 literals), and a name that only looks like an id is told apart by its form: ``A0`` and ``C05`` have a
 leading zero, and ``gate A1``, ``stands S9/S10`` or ``flight F2`` follow the word that names them.
+
+A section is cited as ``FS §n`` (docs/requirements.md), ``catalogue §n`` or ``SIS §n``
+(docs/requirements.md), or ``DESIGN §n`` / ``architecture.md §n`` (a numbered section of
+docs/architecture.md); a list continues a citation (``FS §4.2, §4.3``, ``FS §3.3–§3.6``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DOCS = REPO / "docs"
 TREES = ("msgx_engine", "msgx_dagster", "docs", "tests", "bench", "deploy", "scripts", "README.md")
+TEXT_SUFFIXES = {".py", ".md", ".sh", ".yaml", ".yml", ".toml", ".json", ".xml", ".c", ".txt", ".ini", ".cfg"}
 HASH_COMMENTED = {".sh", ".yaml", ".yml", ".toml", ".ini", ".cfg"}
 ALL_FAMILIES = set("ACDEFGLMOPRST")
 
@@ -34,6 +39,10 @@ FENCE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 NAMED_BEFORE = re.compile(r"\b(?:gates?|stands?|belts?|flights?|counters?|carousels?|chutes?|rows?)"
                           r"\s+(?:[A-Z]\w*(?:/|,\s*|\s+and\s+|\s+or\s+|\.\.))*$", re.I)
 
+DOCUMENT = r"(FS|DESIGN|[Cc]atalogue|`{0,2}sis-catalogue\.md`{0,2}|SIS(?: interface)?|\[?architecture(?:\.md)?)"
+SECTION = r"§\s?\d+(?:\.\d+)*"
+SECTION_CITATION = re.compile(rf"{DOCUMENT} ({SECTION}(?:\s*(?:/|,|and|or|–|-)\s*{SECTION})*)")
+ANY_SECTION = re.compile(SECTION)
 
 
 def _slug(heading: str) -> str:
@@ -164,9 +173,64 @@ def test_operations_cites_no_decision() -> None:
     assert not list(citations(text, "".join(sorted(ALL_FAMILIES))))
 
 
+def _sections() -> dict[str, set[str]]:
+    requirements = (DOCS / "requirements.md").read_text()
+    listed = re.findall(r"^\| (FS|catalogue|SIS) §(\d+(?:\.\d+)*) \|", requirements, re.M)
+    design = set(re.findall(r"^## (\d+)\. ", (DOCS / "architecture.md").read_text(), re.M))
+    return {
+        "FS": {s for d, s in listed if d == "FS"},
+        "catalogue": {s for d, s in listed if d == "catalogue"},
+        "SIS": {s for d, s in listed if d == "SIS"},
+        "DESIGN": design,
+    }
+
+
+def _document(name: str) -> str:
+    name = name.strip("`[")
+    if name in ("FS", "DESIGN"):
+        return name
+    if name.lower() in ("catalogue", "sis-catalogue.md"):
+        return "catalogue"
+    return "SIS" if name.startswith("SIS") else "DESIGN"
+
+
+def section_citations(text: str) -> Iterator[tuple[str, str]]:
+    """(document, section) for every section cited in ``text``."""
+    for match in SECTION_CITATION.finditer(text):
+        for section in re.findall(r"§\s?(\d+(?:\.\d+)*)", match.group(2)):
+            yield _document(match.group(1)), section.rstrip(".")
+
+
+def test_every_section_resolves() -> None:
+    """Every "FS §n", "catalogue §n", "SIS §n" is listed in docs/requirements.md and every "DESIGN §n"
+    or "architecture.md §n" is a numbered section of docs/architecture.md; a § with no document
+    before it (outside a list that continues one) is only allowed where architecture.md and
+    requirements.md name architecture's own sections."""
+    sections = _sections()
+    assert {"1", "5.2", "9"} <= sections["FS"] and {"1", "2", "3", "8"} <= sections["DESIGN"]
+    missing: dict[str, str] = {}
+    for file in _files():
+        if file.suffix not in TEXT_SUFFIXES:
+            continue
+        text = file.read_text(errors="replace")
+        where = str(file.relative_to(REPO))
+        covered = 0
+        for document, section in section_citations(text):
+            covered += 1
+            if section not in sections[document]:
+                missing.setdefault(f"{document} §{section}", where)
+        bare = len(ANY_SECTION.findall(text)) - covered
+        if bare and where not in ("docs/architecture.md", "docs/requirements.md"):
+            missing.setdefault(f"{bare} section(s) naming no document", where)
+    assert not missing, f"sections that resolve nowhere: {missing}"
+
+
 def test_the_patterns_tell_ids_from_names() -> None:
     """The scans would notice: an undefined id is reported, a name that looks like one is not."""
     assert list(citations("P10 and D99 (F6, C4); not ADFT, P-256, A0, C05 or L7-3", "ACDFLP")) == \
         ["P10", "D99", "F6", "C4"]
     assert list(citations('gate A1, gates G28/G33, stands S9/S10, flight F2, "A1", G0x..G30', "AFGS")) == []
+    assert list(section_citations("(FS §3.3–§3.6, DESIGN §2.1, catalogue §6 and SIS §3.16.2)")) == \
+        [("FS", "3.3"), ("FS", "3.6"), ("DESIGN", "2.1"), ("catalogue", "6"), ("SIS", "3.16.2")]
+    assert "2.1" not in _sections()["DESIGN"]
     assert "D99" not in index()
