@@ -173,6 +173,21 @@ def test_operations_cites_no_decision() -> None:
     assert not list(citations(text, "".join(sorted(ALL_FAMILIES))))
 
 
+def test_every_link_between_the_docs_lands() -> None:
+    """A link from one page of docs/ to another (a decision's record, a section) lands on a page
+    that exists and, when it names one, on an anchor of it: a record moved is a link to follow."""
+    broken = []
+    for page in sorted(DOCS.rglob("*.md")):
+        for link in re.findall(r"\]\(([^)\s]+)\)", CODE_SPAN.sub("", FENCE.sub("", page.read_text()))):
+            path, _, anchor = link.partition("#")
+            if re.match(r"[a-z]+:", path) or not (path.endswith(".md") or not path):
+                continue
+            target = (page.parent / path).resolve() if path else page
+            if not target.is_file() or (anchor and anchor not in _anchors(target)):
+                broken.append(f"{page.relative_to(DOCS)}: {link}")
+    assert not broken, "\n".join(broken)
+
+
 def _sections() -> dict[str, set[str]]:
     requirements = (DOCS / "requirements.md").read_text()
     listed = re.findall(r"^\| (FS|catalogue|SIS) §(\d+(?:\.\d+)*) \|", requirements, re.M)
