@@ -1,4 +1,4 @@
-"""The code server's command: Dagster's ``dagster code-server start`` that a SIGTERM stops (T6).
+"""The code server's command: Dagster's ``dagster code-server start`` that a SIGTERM stops (T6, code server SIGTERM).
 
 Dagster's code server stops on SIGTERM by treating it as SIGINT: at start it gives SIGTERM
 whatever handler SIGINT has (``dagster._utils.interrupts.setup_interrupt_handlers``). A process

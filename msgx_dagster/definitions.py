@@ -2,7 +2,7 @@
 
 Loading refuses a configuration msgx would refuse (``code_location_settings``): no URLs without
 MSGX_EMBEDDED, an unknown MSGX_MODE, a shadow instance on the production topic names. The mode
-picks the schedules (shadow: the request schedules are off, D29)."""
+picks the schedules (shadow: the request schedules are off, D29, shadow mode)."""
 
 from __future__ import annotations
 

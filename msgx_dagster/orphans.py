@@ -15,8 +15,8 @@ evaluation).
 Every other job's runs need no heartbeat of their own: with Dagster's default run launcher a run
 worker is a child process of the code server, and Dagster records its pid in the run's first engine
 event ("Started process for run (pid: N)"). ``run_worker_sensor``, evaluated in that code server,
-fails a run whose worker that pid no longer names (T5). Run monitoring in the daemon covers what
-has no worker to look at yet: a run stuck starting.
+fails a run whose worker that pid no longer names (T5, failing other dead runs). Run monitoring in the daemon covers
+what has no worker to look at yet: a run stuck starting.
 """
 
 from __future__ import annotations

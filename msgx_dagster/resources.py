@@ -6,7 +6,7 @@ for the Dagster processes it starts): a deployment that lost its environment mus
 not process into a private server. Nothing else in msgx_dagster decides which
 servers to talk to.
 
-Every run carries the tag ``msgx/mode`` (production or shadow, D29), written when the run
+Every run carries the tag ``msgx/mode`` (production or shadow, D29, shadow mode), written when the run
 starts using the resource, so it is there however the run was launched (schedule, sensor,
 Launchpad, ``dagster job execute``); the engine's log lines carry ``mode=`` too.
 """

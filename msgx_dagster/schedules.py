@@ -1,7 +1,7 @@
 """Every schedule. Cron is minute-granular: the jobs that must act every few seconds loop inside
 one run for just under a minute (their run config) and are started every minute (DESIGN §5);
 request tracking loops for just under ten minutes, and its minute ticks skip while such a run is
-active (P18: a run start costs the pump's latency seconds of CPU), unless that run is dead: its
+active (P18, looping runs: a run start costs the pump's latency seconds of CPU), unless that run is dead: its
 worker died with its code server and nothing reported it, as its heartbeat shows (``orphans``);
 the tick then fails it and starts the next run. The daily request jobs run on airport local
 time. The health checks have no schedule: ``health_sensor`` evaluates them every 30 s without

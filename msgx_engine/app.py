@@ -43,7 +43,7 @@ class App:
         settings = (settings or Settings.from_env()).resolved()
         assert settings.db_url and settings.mailbox_url
         engine = make_engine(settings.db_url)
-        mailbox = Mailbox(settings.mailbox_url, read_only=settings.shadow)   # D29: shadow never writes it
+        mailbox = Mailbox(settings.mailbox_url, read_only=settings.shadow)   # D29, shadow mode: shadow never writes it
         # Redis projection between transaction 1 and 2 (INV-23); none when MSGX_REDIS_URL is unset.
         return cls(settings, engine, mailbox, clock or DatabaseClock(engine),
                    post_commit=post_commit_hooks(settings.redis_url, key=settings.redis_key))
@@ -87,7 +87,7 @@ class App:
                          max_record_bytes=s.kafka_max_record_bytes, version_floors=floors)
 
     def release_notifier(self) -> AbstractContextManager[ReleaseNotifier | None]:
-        """The pump's announcement of its releases to a dispatcher process (P19), for a pump with no
+        """The pump's announcement of its releases to a dispatcher process (P19, release NOTIFY), for a pump with no
         inline dispatcher; none without Kafka, where no dispatcher runs to hear it."""
         return ReleaseNotifier(self.engine) if self.settings.kafka_bootstrap else nullcontext()
 

@@ -109,7 +109,7 @@ def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float 
 
     app.check_ready()
     opts = PumpOptions(idle_for_s=0.0 if drain else idle_for_s, max_runtime_s=max_runtime_s)
-    try:     # a dispatcher process (msgx dispatch) hears each release at once (P19)
+    try:     # a dispatcher process (msgx dispatch) hears each release at once (P19, release NOTIFY)
         with app.release_notifier() as announce:
             summary = app.pump(opts, on_release=announce).run()
     except PumpBusy as exc:
@@ -251,7 +251,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  tls_key=args.tls_key, behind_tls_proxy=args.behind_tls_proxy)
 
 
-# --- request (US-08, D16) ------------------------------------------------------------------------
+# --- request (US-08, D16, request lifecycle) ------------------------------------------------------------------------
 def _request_time(name: str, value: str | None):
     """An optional ``--start``/``--end`` in the POST /schd/sync format (24-hour local time)."""
     from msgx_engine.http.schd_sync import parse_time
@@ -260,7 +260,7 @@ def _request_time(name: str, value: str | None):
 
 
 def request_rqfd(tracker, start: str | None, end: str | None) -> dict[str, object]:
-    """Register an RQFD; either bound may be omitted, not both (catalogue §6); one day only (D23)."""
+    """Register an RQFD; either bound may be omitted, not both (catalogue §6); one day only (D23, a RESP's day)."""
     first, last = _request_time("--start", start), _request_time("--end", end)
     return tracker.register_rqfd(first, last).as_json()
 
@@ -299,7 +299,7 @@ def cmd_request(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- replay and skip (US-10, D24) -------------------------------------------------------------------
+# --- replay and skip (US-10, D24, vanished mailbox row) ---------------------------------------------------------------
 def _when(name: str, value: str | None, now):
     """``--since``/``--until``: an ISO date-time (naive means UTC) or a duration back from now (``2h``)."""
     from datetime import UTC, datetime

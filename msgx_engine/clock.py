@@ -69,7 +69,7 @@ def repeat_for(run_for_s: float, every_s: float, round_: Callable[[], None], *,
     """Call ``round_`` now and then after each pause of ``every_s`` until ``run_for_s`` has
     passed (0: once), the last call at the deadline; the number of calls. The looping scheduled
     runs are built on it (request tracking, the health checks: a run start costs seconds of CPU,
-    so a run repeats its work instead of the schedule starting a run for each round, P18)."""
+    so a run repeats its work instead of the schedule starting a run for each round, P18, looping runs)."""
     deadline = monotonic() + run_for_s
     calls = 0
     while True:

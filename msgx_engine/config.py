@@ -62,14 +62,15 @@ class ConfigError(RuntimeError):
     """A configuration that msgx refuses to start with (OPS-1)."""
 
 
-SCHD_RECORDS, SCHD_ARRAY = "records", "array"   # MSGX_SCHD_FORMAT (D13): one record per FLID, or one array per flush
+SCHD_RECORDS, SCHD_ARRAY = "records", "array"   # MSGX_SCHD_FORMAT (D13, latest state per FLID): one record per FLID, or
+                                                # one array per flush
 SCHD_FORMATS = (SCHD_RECORDS, SCHD_ARRAY)
 
 
-MODE_PRODUCTION, MODE_SHADOW = "production", "shadow"   # MSGX_MODE (D29, OPS-3)
+MODE_PRODUCTION, MODE_SHADOW = "production", "shadow"   # MSGX_MODE (D29, shadow mode, OPS-3)
 MODES = (MODE_PRODUCTION, MODE_SHADOW)
 DEFAULT_TOPIC_MSG, DEFAULT_TOPIC_SCHD = "msg", "schd"
-DEFAULT_REDIS_KEY = "flightInfo"   # MSGX_REDIS_KEY: the projection hash production publishes (D10)
+DEFAULT_REDIS_KEY = "flightInfo"   # MSGX_REDIS_KEY: the projection hash production publishes (D10, Redis projection)
 
 
 def _mode() -> str:
@@ -135,7 +136,7 @@ class Settings:
     max_body_bytes: int = 10 * 1024 * 1024
     split_transactions: bool = False   # force two commits per message even without a post-commit step
     archive_after: timedelta = timedelta(days=1)        # MSGX_ARCHIVE_AFTER, 1d-7d (US-11 AC1)
-    identity_window: timedelta = timedelta(hours=24)    # MSGX_IDENTITY_WINDOW (D26)
+    identity_window: timedelta = timedelta(hours=24)    # MSGX_IDENTITY_WINDOW (D26, identity window)
     purge_after: timedelta = timedelta(days=7)          # MSGX_PURGE_AFTER: unowned and deleted flights (FS §7)
     ledger_retention: timedelta = timedelta(days=30)    # MSGX_LEDGER_RETENTION: snapshot ledgers (FS §3.6)
     schd_format: str = SCHD_RECORDS     # ``array``: one JSON array per schd flush (D13 compatibility)

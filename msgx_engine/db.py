@@ -24,7 +24,7 @@ def normalise_url(url: str) -> str:
 
 # A MySQL/MariaDB connection that stops answering mid-statement (a partition, a dropped NAT entry, a
 # hung server: no reset, no close) fails after this long instead of holding the pump until TCP gives
-# up, hours later: the intake reports the mailbox unreachable and the next pass reconnects (L13).
+# up, hours later: the intake reports the mailbox unreachable and the next pass reconnects (L13, silent connections).
 # Every mailbox statement is bounded by primary key; the largest, a 10 MB package body, takes well
 # under a second on a LAN, so a minute is a silence, not a slow answer.
 MYSQL_IO_TIMEOUT_S = 60

@@ -1,4 +1,4 @@
-"""The installation's mode in every log line (OPS-3, D29): ``mode=production`` or ``mode=shadow``.
+"""The installation's mode in every log line (OPS-3, D29, shadow mode): ``mode=production`` or ``mode=shadow``.
 
 A shadow instance runs the same code against the same mailbox as production; its log lines must
 never be mistaken for production's. The mode is put on every ``LogRecord`` by a record factory

@@ -22,7 +22,7 @@ def active_runs(instance: dg.DagsterInstance, job_name: str, tags: Mapping[str, 
 
 
 # The scheduled runs that repeat a round (the health checks, request tracking) loop for just under
-# ten minutes, and their minute schedules skip while one is active (P18): each run start costs a
+# ten minutes, and their minute schedules skip while one is active (P18, looping runs): each run start costs a
 # few seconds of CPU, which on a 2-core machine the pump pays in latency.
 LOOPING_RUN_S = 595.0
 

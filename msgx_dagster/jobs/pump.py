@@ -65,7 +65,7 @@ def pump_op(context: dg.OpExecutionContext, config: PumpConfig, msgx: MsgxResour
             with inline_dispatcher(app.settings, app.engine,
                                    enabled=config.inline_dispatch and config.idle_for_s > 0) as inline, \
                     app.release_notifier() as announce:
-                # no inline dispatcher (a drain run): a dispatch_job run hears each release (P19)
+                # no inline dispatcher (a drain run): a dispatch_job run hears each release (P19, release NOTIFY)
                 pump = app.pump(PumpOptions(idle_for_s=config.idle_for_s, idle_poll_s=config.idle_poll_s,
                                             max_runtime_s=config.max_runtime_s, heartbeat_s=config.heartbeat_s),
                                 on_heartbeat=heartbeat, on_release=inline.wake if inline else announce,

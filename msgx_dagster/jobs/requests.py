@@ -1,8 +1,8 @@
-"""Request tracking under Dagster (US-08, D16, C-24); the schedules are in ``schedules.py``.
+"""Request tracking under Dagster (US-08, D16, request lifecycle, C-24); the schedules are in ``schedules.py``.
 
 - ``request_tracking_job``: tracking rounds one second apart (send REGISTERED requests to COUTMSGS,
   time out overdue SENT ones) for the run's ``run_for_s``; the minute schedule starts runs of just
-  under ten minutes and skips while one is active (P18). ``singleton:
+  under ten minutes and skips while one is active (P18, looping runs). ``singleton:
   requests`` keeps runs apart; the tracker's own advisory lock keeps it apart from a manual
   ``msgx request track`` too. One COUTMSGS asset event per round that sent something. The run
   leaves a heartbeat (``HEARTBEAT``, every ten seconds between rounds): a run whose worker died

@@ -1,4 +1,4 @@
-"""run_worker_sensor: fails the runs whose worker died with its code server (OPS-1, T5).
+"""run_worker_sensor: fails the runs whose worker died with its code server (OPS-1, T5, failing other dead runs).
 
 A run worker killed on its own is reported failed by its code server within a second. When the
 code server dies with its run workers (``kill -9`` of the service, a container restart), nothing

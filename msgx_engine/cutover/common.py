@@ -115,7 +115,8 @@ class OtherSide:
     label: str
     state: CutoverState | None
     finished: list[int] = field(default_factory=list)
-    registered: dict[int, datetime] = field(default_factory=dict)   # when they arrived there (L16)
+    registered: dict[int, datetime] = field(default_factory=dict)   # when they arrived there (L16, verdicts from the
+                                                                    # mailbox)
 
 
 @contextmanager
@@ -154,7 +155,7 @@ def read_other(url: str, *, finished_after: int | None = None, finished_upto: in
 
 def published_elsewhere(url: str) -> Published:
     """What the other installation published at most (``version_floor.published_by``), read only:
-    this one continues above it (decision O19)."""
+    this one continues above it (decision O19, version floor)."""
     label = redact_urls(url)
     try:
         with read_only(url) as conn:

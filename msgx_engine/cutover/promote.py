@@ -22,7 +22,7 @@ What the shadow did after the watermark becomes production's, once:
   without sending: the old installation published those;
 - the Redis projection is rebuilt on this configuration's (production) key from this database;
 - its versions and event ids continue above what the old installation published (read from its
-  state database; ``store/version_floor.py``, decision O19): a shadow started from a later day
+  state database; ``store/version_floor.py``, decision O19, version floor): a shadow started from a later day
   counts from a later point, and a consumer that keeps the highest per flight would drop its
   changes. Stored versions are raised without an event, flights only the old one stores get a
   floor, and the events of the rows after the watermark are moved above before they are published.

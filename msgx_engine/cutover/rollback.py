@@ -21,7 +21,7 @@ none is lost, applied twice or published twice:
 3. when every one of them has finished here and the two installations' flights agree (except the
    flights rows after W2 changed), one transaction records their events sent and the record says
    writes open, took over at W2, after this installation's versions and event ids moved above
-   what the promoted one published (decision O19: stored versions raised without an event, floors
+   what the promoted one published (decision O19, version floor: stored versions raised without an event, floors
    for flights only it stores, and the events of rows after W2 the replay's pump processed moved
    above); the Redis projection is rebuilt from this database. Otherwise the
    record stays "rolling back" and the command says what is left (exit 1): run it again once that

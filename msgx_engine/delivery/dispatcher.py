@@ -19,7 +19,7 @@ never overtaken.
 Between rounds with nothing due it pauses ``poll_s``; the pump's inline dispatcher is woken
 instead the moment the pump commits released events (``wake``), so a record does not wait out a
 poll (the speed targets' latency target). A dispatcher in a process of its own listens for the pump's
-announcement of each release (``store.release_signal``, P19) and is woken the same way.
+announcement of each release (``store.release_signal``, P19, release NOTIFY) and is woken the same way.
 
 One dispatcher at a time: it holds a PostgreSQL session advisory lock on the connection it
 works with for its whole life (key differs from the pump's), so a lost connection loses the lock

@@ -18,14 +18,14 @@ order, C-29).
 A producer can also stop delivering without any error that says so: librdkafka answers
 UNKNOWN_PRODUCER_ID by bumping its epoch locally (KIP-360) and never asks the broker for a new
 producer id, so a broker that lost its state (tansu restarted empty, a rebuilt cluster) refuses
-every later request and every record times out, for ever (decision F17). ``KafkaSink`` counts the sends
+every later request and every record times out, for ever (decision F17, stale producer). ``KafkaSink`` counts the sends
 that delivered nothing and only timed out; from the ``STALE_AFTER_TIMEOUTS``-th in a row it asks the
 broker for metadata, and when the broker answers (it is up, the producer is not) it drops the
 producer like after a fatal error. While the broker does not answer the producer is kept: there is
 nothing a new one could do better, and librdkafka reconnects by itself.
 
-Why a record failed decides what becomes of its event (decision F16): ``SendResult.refused`` names
-the records the broker or the producer turned down (too large, not authorized, a topic that cannot
+Why a record failed decides what becomes of its event (decision F16, refusals make events DEAD): ``SendResult.refused``
+names the records the broker or the producer turned down (too large, not authorized, a topic that cannot
 exist); only those can make an event DEAD. Every other failure (timeouts, a broker that cannot be
 reached, a producer rebuilt) means the broker was not reached: the event waits for as long as that
 lasts. The last error the client reported about its brokers (``error_cb``: "Connect to ... failed:

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 DEFAULT_KEY = DEFAULT_REDIS_KEY
 REMOVE = ""  # value sentinel for "remove this field" (a JSON document is never empty)
 CHUNK = 1000
-DRIFT_DOCUMENTS = 2000    # whole documents the drift check compares each time, at random (O18)
+DRIFT_DOCUMENTS = 2000    # whole documents the drift check compares each time, at random (O18, projection drift check)
 # the flights the projection should hold, with their versions (projected(): live, no code-share child)
 _CURRENT_VERSIONS = select(flight_schd.c.flid, flight_schd.c.state_version).where(
     flight_schd.c.deleted.is_(False), flight_schd.c.maid.is_(None))
@@ -242,8 +242,8 @@ def _chunks(items: list, size: int = CHUNK) -> Iterable[list]:
 @dataclass(frozen=True)
 class ProjectionHook:
     """The projection as a post-commit step: one message's states (``__call__``), or a committed
-    group's in one guarded write, one round trip (``many``, P16). Each flight's last state in the
-    group is the one written: an earlier one would only be overwritten by it."""
+    group's in one guarded write, one round trip (``many``, P16, two-transaction write-behind). Each flight's last state
+    in the group is the one written: an earlier one would only be overwritten by it."""
 
     projection: Projection
 

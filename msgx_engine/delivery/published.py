@@ -1,5 +1,5 @@
 """What the production topics show published: the highest ``event_id`` and, per flight, the highest
-``STATE_VERSION`` (decision O19). ``msgx recover`` reads it when no other installation's state
+``STATE_VERSION`` (decision O19, version floor). ``msgx recover`` reads it when no other installation's state
 database can say it: a database restored from an older backup counts below what the consumers hold.
 
 Every retained record of ``msg`` and ``schd`` is read once, from each partition's first offset to

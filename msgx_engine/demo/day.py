@@ -469,7 +469,7 @@ def departure_events(s: Stream, f: Flight, rng: random.Random, *, cancelled: boo
 def malformed_events(s: Stream, flights: list[Flight], rng: random.Random) -> None:
     """Four bodies the engine must dead-letter (MALFORMED) without touching the flight."""
     a, b, c, d = rng.sample(flights, 4)
-    s.add(a.sodt - timedelta(minutes=100), "GTDT", a,       # "0" mixed with real entries (D7)
+    s.add(a.sodt - timedelta(minutes=100), "GTDT", a,       # "0" mixed with real entries (D7, empty elements clear)
           '\t\t<GTDT GTNO="0"/>\n' + _gtdt("G99", a.sodt, a.flin), MALFORMED)
     s.add(b.sodt - timedelta(minutes=70), "STND", b, f"\t\t<STND>{b.stand}</STND>\n\t\t<STNX>1</STNX>\n",
           MALFORMED)                                          # an element the catalogue does not know

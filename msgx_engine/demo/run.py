@@ -54,7 +54,7 @@ PROCESS_POLL_S = 0.2
 
 def local_now() -> datetime:
     """Now where the AODB is, as the naive local time SIS messages carry: its date decides a
-    DNLD's day (D4), its time which flights have flown."""
+    DNLD's day (D4, a DNLD's day), its time which flights have flown."""
     return datetime.now(LOCAL_TZ).replace(tzinfo=None)
 
 

@@ -1,14 +1,14 @@
-"""SCHD-ADFT (FS §4.2, D21): an ad-hoc flight record, merged like every increment.
+"""SCHD-ADFT (FS §4.2, D21, ADFT is an increment): an ad-hoc flight record, merged like every increment.
 
 Each FLTR is an increment (INV-14b, US-05 AC2 "missing vs explicitly empty"): a field it carries
 is set, a field it carries empty is cleared, a field it does not carry keeps its value, and a
-carried collection replaces that collection whole. It is not a snapshot, so D1 does not apply.
+carried collection replaces that collection whole. It is not a snapshot, so D1, omitted fields cleared, does not apply.
 The flight's ``fday`` is kept (NULL for a new flight: ADFT never joins a day's generation), and a
 soft-deleted flight comes back (INV-29) with the record merged over what it held. ADFT is upsert
 only: no generation, no diff delete, no request completion. A record that changes nothing is a
 no-op (value-equal comparison, US-05 AC5). A flight it brings back that belongs to a day joins
-that day's member list again (``DayMembers``, decision L8), so the day's next full package can
-diff-delete it like any other member it leaves out.
+that day's member list again (``DayMembers``, decision L8, ADFT restore and member list), so the day's next full package
+can diff-delete it like any other member it leaves out.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def record_change(record: etree._Element) -> FlightChange:
     missing = [k for k in MANDATORY if not values.get(k)]
     if missing:
         raise Unmapped(f"ADFT record lacks mandatory {','.join(missing)}")
-    commands = codeshare.strip_derived(commands_from_values(values))     # MAFL is derived (D30)
+    commands = codeshare.strip_derived(commands_from_values(values))     # MAFL is derived (D30, code-share cascade)
     return FlightChange(flid=record_flid(record), commands=tuple(commands), undelete=True)
 
 

@@ -1,4 +1,4 @@
-"""Answers to msgx's own requests (D16, US-08 AC4/AC5, C-23, C-24): which request a RESP answers,
+"""Answers to msgx's own requests (D16, request lifecycle, US-08 AC4/AC5, C-23, C-24): which request a RESP answers,
 whether it came in time, and the plan that completes the request.
 
 Shared by the snapshot line (SCHD RESP answers an RQFD) and the reference line (``<type>`` RESP
@@ -17,9 +17,9 @@ The rule (docs/requests.md, decisions L1, L2, L14, L15):
    the tracker times a request out. Judged by the registration, not by the request's status when
    the pump reaches the answer: a backlog or a stopped tracker changes nothing. A request the
    tracker timed out is still answered by an answer registered in time; the next request of its
-   kind is sent only a further timeout later (decision L14), so a late answer finds the old one;
+   kind is sent only a further timeout later (decision L14, after a timeout), so a late answer finds the old one;
 4. an answer that names no day (an empty SCHD RESP) and echoes nothing is refused while a request
-   of another day may still be answered (decision L15).
+   of another day may still be answered (decision L15, empty RESP without echo).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ NO_REQUEST = "no_request"
 @dataclass(frozen=True)
 class OpenRequest:
     """A sent request a RESP may answer (D16); an RQFD's window as sent (STDB/STDE, DDMONYYHHMM
-    local, either may be None) bounds what its answer may delete (D23). ``status`` and
+    local, either may be None) bounds what its answer may delete (D23, a RESP's day). ``status`` and
     ``answer_msg_id`` say whether it is still open; ``seqn`` is what an echo names."""
 
     req_id: int
@@ -123,7 +123,7 @@ def _unambiguous(chosen: OpenRequest, older: Sequence[OpenRequest]
     of another day sent before it and never answered (decision L15). The AODB answers its requests
     in order, so only the requests that timed out since the last one of the kind that was answered
     or failed can still be answered. An older one still SENT is unanswered too (one read from the
-    mailbox in an installation whose tracker does not run, decision L16)."""
+    mailbox in an installation whose tracker does not run, decision L16, verdicts from the mailbox)."""
     others = []
     for request in older:                       # newest first, all sent before ``chosen``
         if request.status not in ANSWERABLE:

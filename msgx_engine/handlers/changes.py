@@ -2,7 +2,7 @@
 
 Three rules live here so that every message line applies them the same way:
 
-- values -> commands (FS §5.2, D7): a present scalar or object is ``Set``, a present collection or
+- values -> commands (FS §5.2, D7, empty elements clear): a present scalar or object is ``Set``, a present collection or
   text group is ``Replace`` (input order kept), a present-but-empty element is ``Clear``;
 - value-equal filtering (US-05 AC5): a change that would leave what a reader sees exactly as it is
   (same fields, same day, same deleted flag) neither bumps ``state_version`` nor emits events. A

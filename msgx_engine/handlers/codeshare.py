@@ -1,4 +1,4 @@
-"""Code-share relations (D30; INV-21/22, US-05 AC4/AC5, C-25): pure rules over loaded states.
+"""Code-share relations (D30, code-share cascade; INV-21/22, US-05 AC4/AC5, C-25): pure rules over loaded states.
 
 A code-share child carries ``MAID`` = its master's FLID; that column is the one authority for the
 relation. The master's ``MAFL`` text group (entries FLID/ALCD/FLNO) is **derived** from it: the
@@ -12,14 +12,15 @@ live children, each with its own ALCD and FLNO, ordered by FLID. So:
   changed flight: new version, ``msg`` and ``schd`` events, projection;
 - a child's own change to any field but those describing the marketing flight (gates, stands,
   times, ...) is applied to its master too, which is then announced instead of the child
-  (``notify_masters``; decision C4, US-05 AC4): the child keeps its ``schd`` state, its
+  (``notify_masters``; decision C4, child changes reach the master, US-05 AC4): the child keeps its ``schd`` state, its
   ``msg`` is its master's; the master's own record in the same message wins (``own_record_wins``);
 - a deletion msgx decides itself never leaves a live child of a deleted master: a snapshot keeps
   a master whose child stays (``snapshot.held_masters``), archiving retires a master only with
-  its children (decision L5);
+  its children (decision L5, master kept for a live child);
 - a MAFL carried by a message (FLOP MAFL, ADFT, snapshot FLTR) is not stored (``DERIVED``): what
   consumers read must follow the children msgx holds, and no message that does not carry MAFL
-  (a snapshot clears what it omits, D1) may clear it. docs/decisions.md C1 records this.
+  (a snapshot clears what it omits, D1, omitted fields cleared) may clear it. docs/decisions.md C1, derived MAFL,
+  records this.
 
 Nothing here reads the store: the route loads the children (``ChildRef``) of every flight whose
 MAFL may change, and the flights it refreshes, under the writer lock.
@@ -203,7 +204,7 @@ def delete_flights(targets: Iterable[str], flights: Mapping[str, FlightState],
     tombstone or a re-stamped flag, invisible to readers: FDEL stays idempotent), so a late
     message older than the deletion cannot bring the flight back (last writer wins, F6); its
     live children, stored with ``MAID`` naming it before it was ever stored or after it was
-    deleted, go with it as a live master's do, each a visible deletion (decision C3): no live
+    deleted, go with it as a live master's do, each a visible deletion (decision C3, FDEL cascade): no live
     child is left pointing at a master the AODB deleted. The children come from ``children``
     (live when read); the pipeline loads their states. The masters of deleted children are
     refreshed by ``refresh_masters`` afterwards."""
@@ -241,7 +242,7 @@ def shared_commands(before: FlightState, after: FlightState) -> tuple[Command, .
         value = after.get(key)
         if value == before.get(key):
             continue
-        if key in KEYED_LISTS:      # entry by entry, so each keeps its own last writer (L7)
+        if key in KEYED_LISTS:      # entry by entry, so each keeps its own last writer (L7, PORT entries by POID)
             commands += entry_changes(key, before.entries(key), after.entries(key))
         elif value is None:
             commands.append(Clear(key))

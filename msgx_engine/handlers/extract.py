@@ -41,7 +41,7 @@ def _children(el: etree._Element) -> list[etree._Element]:
 
 
 def is_empty(el: etree._Element) -> bool:
-    """No text, no child elements and no non-empty attribute: a clear marker (D7)."""
+    """No text, no child elements and no non-empty attribute: a clear marker (D7, empty elements clear)."""
     return not text_of(el) and not _children(el) and not any(v.strip() for v in el.attrib.values())
 
 
@@ -66,7 +66,7 @@ class Rule:
     attrs: Names | None = None  # attributes allowed on an entry or object (the sequence one included)
     children: Names | None = None
     text: bool = False          # the element's own text is a value (TEXT)
-    cap: int = 0                # a group's entries in one message (D25)
+    cap: int = 0                # a group's entries in one message (D25, sequence attributes and sizes)
     enums: tuple[tuple[str, tuple[str, ...]], ...] = ()   # an object's attribute -> allowed values
 
 
@@ -191,7 +191,7 @@ def is_sequence(raw: str) -> bool:
 
 
 # "0".."999" as written without leading zeros, the way nearly every sequence attribute comes: a
-# lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries (P26)
+# lookup instead of ``is_sequence`` and ``int`` for each of a package's 90,000 entries (P26, instruction counts)
 PLAIN_SEQUENCES = {str(n): n for n in range(SEQUENCE_MAX + 1)}
 
 

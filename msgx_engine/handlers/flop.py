@@ -2,8 +2,8 @@
 
 Every FLOP subtype has the same shape: identity (FLID, FFID) plus the payload elements the
 subtype names. So one table says which elements each subtype may carry, and one handler turns
-them into commands (D7 clear rules live in ``extract``/``changes``). The table is derived from the
-field catalogue: a subtype per scalar (including the FLTR-only ones ESTT, ACTT, PAXC, CSOP, CSFT,
+them into commands (D7, empty elements clear, clear rules live in ``extract``/``changes``). The table is derived from
+the field catalogue: a subtype per scalar (including the FLTR-only ones ESTT, ACTT, PAXC, CSOP, CSFT,
 MAID ...), the grouped subtypes (EXSS, HNAG, TAOP, VIPP), one per collection, exception object
 and text group. FDEL is the one subtype with its own semantics (soft delete with the code-share
 cascade, ``codeshare``). Per-subtype behaviour is documented in docs/flop-subtypes.md.
@@ -75,7 +75,7 @@ def block_flid(block: etree._Element) -> str:
 
 def block_commands(block: etree._Element, styp: str) -> list[Command]:
     """The commands one block of subtype ``styp`` asks for; [] when it carries no payload (TOBT/01)
-    or only a derived field (MAFL: checked, then left to its derivation, D30)."""
+    or only a derived field (MAFL: checked, then left to its derivation, D30, code-share cascade)."""
     allowed = SUBTYPE_ELEMENTS[styp]
     _check_block(block, styp, allowed)
     cmds = codeshare.strip_derived(commands_from_values(block_values(block, skip=IDENTITY_ELEMENTS)))
@@ -88,8 +88,8 @@ def block_commands(block: etree._Element, styp: str) -> list[Command]:
 def port_by_poid(cmds: list[Command]) -> list[Command]:
     """PORT sets only the entry of its own POID, so the open (O) and close (C) times stay side by
     side as the peer keeps them; an entry without POTM clears that POID (peer rule), an empty PORT
-    element clears both. Each POID is its own last-writer register (``SetEntry``, decision L7): the
-    merge happens in the state model, by mailbox id, not here against the state the message found,
+    element clears both. Each POID is its own last-writer register (``SetEntry``, decision L7, PORT entries by POID):
+    the merge happens in the state model, by mailbox id, not here against the state the message found,
     so an older open time that arrives after a newer close time still lands."""
     out: list[Command] = []
     for cmd in cmds:

@@ -3,8 +3,8 @@
 Before a DNLD/RESP for a day is applied, its full states are compared with the current states of
 the same flights: per field, how many flights the snapshot changes, with up to ``EXAMPLES``
 example FLIDs and their old/new values; the flights it adds (msgx has no live row for them) and
-the flights it deletes (diff delete, D2); the flights it leaves to a later day (D3). It tells an
-operator how far the incremental state had drifted from the AODB's own view of the day.
+the flights it deletes (diff delete, D2, soft delete); the flights it leaves to a later day (D3, a flight's day). It
+tells an operator how far the incremental state had drifted from the AODB's own view of the day.
 
 Only message fields are compared (derived values such as the airbridges follow from them). The
 comparison itself is set-based in the snapshot's transaction (``store.reconcile``): it yields the

@@ -20,7 +20,7 @@ not touched).
 RECS guards the one write that deletes: a full package (DNLD/RESP) replaces its category, so one
 that carries fewer records than its RECS announces (a truncated package, or an empty one with
 RECS > 0), or that has no readable RECS, is DEAD(records_mismatch) and changes nothing (INV-27,
-US-14 AC3; decision L4). Clearing a category stays possible: RECS 0 and no records. More records
+US-14 AC3; decision L4, reference RECS check). Clearing a category stays possible: RECS 0 and no records. More records
 than RECS loses nothing and occurs in the AODB's own samples (AIRC/01 says 1 with 2 records), so
 it is taken and logged; incremental messages (ADD/UPD/DEL) delete nothing beyond their keys, so
 their RECS is only logged (FLTL/02 says 2 with 1).
@@ -52,7 +52,7 @@ from msgx_engine.sis.catalogue import reference_entry
 from msgx_engine.sis.decode import Meta, SisMessage
 from msgx_engine.state.bridges import ABDG
 
-REPLACE_STYPS = ("DNLD", "RESP")      # the whole category is replaced (D17)
+REPLACE_STYPS = ("DNLD", "RESP")      # the whole category is replaced (D17, reference categories)
 UPSERT_STYPS = ("ADD", "UPD")
 DELETE_STYPS = ("DEL",)
 
@@ -91,7 +91,7 @@ def record_shape(rtype: str) -> RecordShape | None:
 
 @dataclass(frozen=True)
 class ReferenceContext:
-    """What the route loads for a reference message: the RQRD a RESP answers (D16,
+    """What the route loads for a reference message: the RQRD a RESP answers (D16, request lifecycle,
     ``answers.select_request``), or why it answers none when that is known (late, stray echo)."""
 
     request: OpenRequest | None = None
@@ -122,7 +122,7 @@ class RefPlan(Plan):
 @dataclass(frozen=True)
 class BridgeRefresh(Plan):
     """An ABDG message's plan: write its ``RefPlan``, then re-derive the airbridges of every live
-    flight the new mapping changes (D27), with this message's META on their events. One plan, so
+    flight the new mapping changes (D27, stand to airbridge), with this message's META on their events. One plan, so
     its writer sees the mapping before and after the write and looks only at the flights on the
     stands whose airbridges changed, not at every flight ever stored."""
 

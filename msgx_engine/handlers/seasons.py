@@ -2,7 +2,7 @@
 
 A season is identified by (SNAM, SDAT, EDAT) and replaced as a whole by every accepted package;
 its flights are planning records (days-of-operation masks, HHMM times), not flight instances, so
-they live in their own tables and never touch ``flight_schd``. Times stay raw (D19).
+they live in their own tables and never touch ``flight_schd``. Times stay raw (D19, SIS time strings).
 
 Strict like every handler: an element the seasonal record does not know makes the message
 DEAD(malformed) naming it, and nothing is written.

@@ -3,15 +3,15 @@
 Three pure steps, each testable without a database:
 
 1. ``outline`` reads what the loader needs before touching the store (FLIDs, RECS, SODT dates) and
-   checks the package (INV-19, D5). An invalid package is never loaded against.
+   checks the package (INV-19, D5, snapshot package checks). An invalid package is never loaded against.
 2. ``decide`` takes the ``SnapshotContext`` the route loaded (the outline, the day's ledger, the
    heads of every flight involved, the open RQFD a RESP answers, and the mailbox id), extracts
-   every flight's full state (D1) and returns a Decision carrying the whole ``SnapshotPlan`` (and
-   the request completion of a RESP). Validation failures are DEAD and write nothing.
+   every flight's full state (D1, omitted fields cleared) and returns a Decision carrying the whole ``SnapshotPlan``
+   (and the request completion of a RESP). Validation failures are DEAD and write nothing.
 3. ``plan_snapshot`` turns (package, current flight heads, old member list, message id) into what
    to write: the flights to take over, the flights to soft delete (D2) with the live code-share
-   children of deleted masters (D30), and the ones left to a later day (D3). Every written flight
-   carries its derived MAFL (D30: never the package's); masters outside the package whose children
+   children of deleted masters (D30, code-share cascade), and the ones left to a later day (D3, a flight's day). Every
+   written flight carries its derived MAFL (D30: never the package's); masters outside the package whose children
    the snapshot changed get a MAFL change of their own (``outside_masters``). The store
    (``store.ledger.write_snapshot``) only writes the plan.
 """
@@ -71,7 +71,7 @@ class PackageRejected(ValueError):
 # --- step 1: outline and whole-package checks ---------------------------------------------------
 @dataclass(frozen=True)
 class Outline:
-    """What the loader needs: the package's FLIDs in order and the day a DNLD covers (D4)."""
+    """What the loader needs: the package's FLIDs in order and the day a DNLD covers (D4, a DNLD's day)."""
 
     flids: tuple[str, ...]
     day: date | None          # the package's day (D4: majority SODT date); None when empty or unreadable
@@ -133,9 +133,9 @@ def _sodt_day(sodt: str, days: dict[str, date | None]) -> date | None:
 
 
 def package_day(sodt_days: Sequence[date]) -> date | None:
-    """D4: the date most SODT values fall on (ties: the earliest, S1). An empty package has no day
+    """D4: the date most SODT values fall on (ties: the earliest, S1, SODT tie). An empty package has no day
     (D4 revised: the META DTTM date let a 22:00 DNLD for tomorrow wipe today); so has one whose
-    SODTs are all unreadable (S2)."""
+    SODTs are all unreadable (S2, DNLD without SODT)."""
     if not sodt_days:
         return None
     counts = Counter(sodt_days)
@@ -198,8 +198,8 @@ class Head:
     maid: str | None = None          # code-share: the master it points at, and what it adds to
     alcd: str | None = None          # that master's MAFL (D30)
     flno: str | None = None
-    sodt: str | None = None          # a RESP deletes only members whose SODT lies in its window (D23)
-    stamps: Stamps = field(default_factory=lambda: MappingProxyType({}))   # last writer per key (F6)
+    sodt: str | None = None          # a RESP deletes only members whose SODT lies in its window (D23, a RESP's day)
+    stamps: Stamps = field(default_factory=lambda: MappingProxyType({}))   # last writer per key (F6, last writer wins)
 
     @property
     def newest(self) -> int:
@@ -266,7 +266,7 @@ class SnapshotContext:
     # (a large package, read on two cores); None: ``decide`` reads them
     flights: Flights | None = None
     # the versions another installation published for package flights not stored here: such a
-    # flight starts one above (decision O19)
+    # flight starts one above (decision O19, version floor)
     floors: Mapping[str, int] = field(default_factory=dict)
 
 
@@ -330,7 +330,7 @@ def answered_request(msg: SisMessage, pkg: Outline, candidates: Sequence[OpenReq
     """The RQFD a RESP answers (D23, C-23, ``answers.select_request``): the one its echoed SEQN
     names, else the one of the package's own day (D4's rule on its FLTRs) in flight when the
     answer was registered; an empty RESP answers the RQFD in flight unless it may be the late
-    answer to a timed-out request of another day (decision L15). Late: refused."""
+    answer to a timed-out request of another day (decision L15, empty RESP without echo). Late: refused."""
     return select_request(msg, "RQFD", candidates, received_at,
                           fits=lambda r: not pkg.flids or (r.fday is not None and r.fday == pkg.day),
                           dayless=not pkg.flids)
@@ -383,9 +383,10 @@ class SnapshotPlan(Plan):
     flights: int                          # FLTR records in the package (the run record)
     req_id: int | None = None             # the RQFD a RESP answers (the run record)
     held: tuple[tuple[str, tuple[str, ...]], ...] = ()   # masters kept for their live children
-                                          # that stay, with those children (decision L5)
+                                          # that stay, with those children (decision L5, master kept for a live child)
     unstored: frozenset[str] = frozenset()   # written flights with no stored row (no head): the
-                                          # writer deletes no detail rows of theirs (P21, decision C2)
+                                          # writer deletes no detail rows of theirs (P21, output floor and writer
+                                          # savings, decision C2, unstored flights)
 
     @property
     def day(self) -> date:
@@ -416,8 +417,8 @@ def plan_snapshot(inp: SnapshotInput, msg_id: int) -> SnapshotPlan:
     package = frozenset(flid for flid, _ in inp.flights)
     # D23: a RESP only speaks for its request's window; members outside it stay as they are
     outside = {f for f in inp.ledger.members - package if not _in_window(inp.heads.get(f), inp.window)}
-    # L8: a member a newer message restored is spared (F6) and stays a member, as it would be in id
-    # order (the restore puts it back), so the day's next package can still diff-delete it
+    # L8, ADFT restore and member list: a member a newer message restored is spared (F6) and stays a member, as it would
+    # be in id order (the restore puts it back), so the day's next package can still diff-delete it
     restored = {f for f in inp.ledger.members - package - outside if _restored_later(inp.heads.get(f), day, msg_id)}
     members = package | outside | restored
     diff = sorted(flid for flid in inp.ledger.members - members
@@ -492,7 +493,7 @@ def _with_mafl(state: FlightState, mafl: Value) -> FlightState:
 
 def _with(fields: Fields, key: str, value: Value) -> Fields:
     """``fields`` with ``key`` set (an empty tuple removes it). FLTR records carry no FFID, so the
-    stored readable identity is kept this way (S5); the derived MAFL is set this way (D30)."""
+    stored readable identity is kept this way (S5, stored FFID kept); the derived MAFL is set this way (D30)."""
     merged = {**fields, key: value}
     if value == ():
         merged.pop(key)

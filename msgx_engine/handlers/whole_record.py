@@ -1,8 +1,8 @@
-"""A snapshot FLTR as its whole state (D1): the values ``block_values`` reads, as fields.
+"""A snapshot FLTR as its whole state (D1, omitted fields cleared): the values ``block_values`` reads, as fields.
 
 ``whole_record_fields`` is what a daily schedule stores for each record: every present, non-empty
 value, keys sorted, entries frozen with their parts sorted, without the fields msgx derives
-(MAFL, D30). The record is read by the one rule table every message line uses
+(MAFL, D30, code-share cascade). The record is read by the one rule table every message line uses
 (``extract.block_values``), so a snapshot accepts and refuses exactly what a FLOP block does,
 in the same words.
 

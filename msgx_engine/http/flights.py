@@ -1,4 +1,4 @@
-"""``GET /all/flights`` (US-12, D11): current flights from PostgreSQL in one consistent read; and
+"""``GET /all/flights`` (US-12, D11, flight list source): current flights from PostgreSQL in one consistent read; and
 ``GET /flights/{FLID}/history``: one flight's versions, oldest first (``store/history.py``).
 
 One REPEATABLE READ, read-only transaction: the id list and every detail table are read from the

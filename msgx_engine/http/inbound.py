@@ -8,7 +8,7 @@ decoding stays with the pump (US-02 "HTTP 基础格式校验不替代 US-03 的�
 well-formed message with an unknown type, or without META, is accepted here and classified by
 the pipeline like any other mailbox row.
 
-An XML declaration's ``encoding`` is ignored here as in the pump (decisions F8): the body is
+An XML declaration's ``encoding`` is ignored here as in the pump (decisions F8, encoding declaration): the body is
 UTF-8 text whatever the declaration says, and the stored text is read as characters.
 
 Byte-order marks: a UTF-8 BOM is accepted and stripped (some Windows tools prepend one; the

@@ -3,7 +3,7 @@
 Accepted time format (24-hour clock, airport local time, no zone): ``YYYY-MM-DD HH:MM:SS`` or
 ``YYYY-MM-DD HH:MM`` (a ``T`` may replace the space). The legacy 12-hour form (``hh`` plus AM/PM)
 is refused: it is ambiguous at noon and midnight, which is why the spec asks for 24 hours. The
-window lies within one day and in the years 2000-2099 (D23: one RQFD per day; SIS years have two
+window lies within one day and in the years 2000-2099 (D23, a RESP's day: one RQFD per day; SIS years have two
 digits), checked by the same ``sis.requests.rqfd_day`` that registration applies.
 
 The registrar is passed to ``create_app(schd_sync=...)``: ``msgx serve`` wires request tracking's

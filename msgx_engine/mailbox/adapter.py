@@ -5,7 +5,7 @@ does (``put``, and the requests msgx sends to COUTMSGS), and the one write msgx 
 production mailbox: ``CMINMSGS_DATE_PROCESSED`` where it is NULL (C-15). The tables are never
 altered (C-14); ``init`` creates them only in a test or demo database.
 
-A shadow instance (D29, ``MSGX_MODE=shadow``) opens the mailbox read-only: every write method
+A shadow instance (D29, shadow mode, ``MSGX_MODE=shadow``) opens the mailbox read-only: every write method
 raises ``MailboxReadOnly`` before it reaches the server, and ``fresh_ids`` reads by id alone
 (production's marks say nothing about what the shadow has processed, OPS-3 "input by watermark").
 
@@ -295,7 +295,7 @@ class Mailbox:
                        ) -> tuple[int, list[tuple[int, str]]]:
         """The largest COUTMSGS id (at least ``after_id``), and the newest ``limit`` rows of
         ``routing_ids`` above ``after_id`` up to it, oldest first, as (id, body): the requests any
-        installation sent, which every installation matches answers against (decision L16).
+        installation sent, which every installation matches answers against (decision L16, verdicts from the mailbox).
         Bounded by primary key; a read a shadow may make too."""
         cid = coutmsgs.c.COUTMSGS_ID
         with self.engine.connect() as conn:

@@ -77,8 +77,8 @@ class MailboxLock:
     ``acquire`` takes it or raises ``MailboxBusy``; ``keep`` (called every loop, checks at most
     every ``CHECK_EVERY_S``) notices a lost connection (a mailbox restart frees the lock) and takes
     the lock again, raising ``MailboxBusy`` if another installation got it meanwhile. While the
-    mailbox is unreachable the pump goes on with what it has (decisions P1); nobody else can take
-    the lock from a server that is down.
+    mailbox is unreachable the pump goes on with what it has (decisions P1, mailbox outage at the head); nobody else can
+    take the lock from a server that is down.
     """
 
     def __init__(self, url: str, *, monotonic: Callable[[], float] = time.monotonic) -> None:

@@ -1,7 +1,7 @@
 """Read-only backlog figures for sensors, asset checks and the CLI: no writes, cheap queries.
 
 The mailbox side is bounded by primary key above the largest id the intake accounts for, so it stays flat as
-the mailbox grows (DESIGN §2.1).
+the mailbox grows (DESIGN §2, step 1).
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ picks up where the last committed batch ended: every step selects what is still 
    SKIPPED(unsupported) one) is kept whatever its age, and the report says how many and why.
    The cutoff is ``now - max(retention, identity window)``: an identity binding lives on its
    message's row, so a message is never archived while its binding may still dedupe a later
-   arrival (D26), and a mailbox id once registered is never registered again (intake looks
+   arrival (D26, identity window), and a mailbox id once registered is never registered again (intake looks
    archived ids up).
-2. **unowned flights** (FDAY NULL, D31) idle for ``purge_after`` are retired: soft-deleted with a
-   tombstone, so Kafka consumers, the projection and ``GET /all/flights`` learn it.
+2. **unowned flights** (FDAY NULL, D31, FLOP for an unknown FLID) idle for ``purge_after`` are retired: soft-deleted
+   with a tombstone, so Kafka consumers, the projection and ``GET /all/flights`` learn it.
 3. **soft-deleted flights** older than ``purge_after`` whose tombstones were delivered are
    removed, row and details (D2's "physical removal only by archiving").
 4. **ledgers** of days older than ``ledger_retention`` (FS §3.6's open item): ``schd_gen``,

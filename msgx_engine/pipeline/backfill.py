@@ -5,7 +5,7 @@ INV-8), so a MySQL outage only delays marks: processing in PostgreSQL never wait
 batch is claimed with ``FOR UPDATE SKIP LOCKED``, so the pump's inline backfill and the Dagster
 ``backfill_job`` never work on the same rows. Marking costs two mailbox statements per batch,
 not one per row. Rows that cannot be marked (gone from the mailbox) are recorded as FAILED.
-A shadow instance (D29, read-only mailbox) never marks: its todos end SHADOW, the record of the
+A shadow instance (D29, shadow mode, read-only mailbox) never marks: its todos end SHADOW, the record of the
 mark production writes, so nothing is left pending and archiving proceeds as in production.
 """
 

@@ -1,27 +1,27 @@
 """Write-behind for a group (docs/decisions.md P13): a group's flight states, outbox
 events and terminal statuses written once per group instead of once per message.
 
-Inside a group (P10) every message's writes go to the same transaction, which commits whole or
+Inside a group (P10, group commit) every message's writes go to the same transaction, which commits whole or
 not at all, so when in that transaction they reach PostgreSQL changes nothing a reader or a crash
 can see, as long as nothing in the transaction reads them before they are there. So a message
 that applies its state without plans (FLOP increments, FDEL, ADFT) hands its writes to
 ``WriteBehind`` instead of sending them, and the read-ahead (P11) keeps the states it wrote as
 the flights' current states for the messages after it. Everything held is written (``write``)
 before any statement that could read it: the group's commit, a head query, a route that loads
-from the store, a derived-field read (D30), a message with plans, a rollback's redo. Then:
+from the store, a derived-field read (D30, code-share cascade), a message with plans, a rollback's redo. Then:
 
 - one upsert of the group's flights (each flight's last state) with its detail rows rewritten
   against what the store held before the group (``persist_next_states``'s ``previous``);
 - one insert of every event, in message order (event ids follow it), released at once when the
-  statuses held are terminal (P25: they commit together);
+  statuses held are terminal (P25, events released at write: they commit together);
 - one guarded statement for every terminal status, history row, backfill todo, event release and
   identity binding (``queue.write_applied``). Any refusal there (an identity already bound, the
   writer lock lost) rolls the group back, and P10 redoes it one message at a time, where each is
   classified as before.
 
-A group of two-transaction messages (P12, with the Redis projection) is held the same way (P16,
-``terminal=False``): its third statement is transaction 1's ``applied_at`` and identity binding of
-every message (``queue.mark_applied_many``); their terminal statuses follow in transaction 2,
+A group of two-transaction messages (P12, grouped two-transaction messages, with the Redis projection) is held the same
+way (P16, two-transaction write-behind, ``terminal=False``): its third statement is transaction 1's ``applied_at`` and
+identity binding of every message (``queue.mark_applied_many``); their terminal statuses follow in transaction 2,
 after the post-commit steps.
 """
 

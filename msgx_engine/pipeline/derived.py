@@ -2,7 +2,7 @@
 from other flights true, in the same transaction 1 (DESIGN §2 step 6; D30's MAFL).
 
 A derived field is computed from other stored facts rather than taken from a message: a
-master's ``MAFL`` from its live children's ``MAID`` (D30). A message that changes those facts
+master's ``MAFL`` from its live children's ``MAID`` (D30, code-share cascade). A message that changes those facts
 must refresh the flights that derive from them, in the transaction that changes them, so no
 reader ever sees the two apart (INV-21/22). Each rule is a ``Refresh``:
 
@@ -18,7 +18,7 @@ reader ever sees the two apart (INV-21/22). Each rule is a ``Refresh``:
 would leave a flight as it is (US-05 AC5), and runs every rule once in between. A rule reads
 only when ``concerns`` and ``wanted`` say so, so a message that touches no derived field costs
 nothing here. Add a rule by appending to ``REFRESHES``. (Derived content that follows reference
-data, the airbridges of D27, is refreshed by the reference plan's writer instead:
+data, the airbridges of D27, stand to airbridge, is refreshed by the reference plan's writer instead:
 ``store.refresh.refresh_flights``.)
 """
 
@@ -41,7 +41,7 @@ R = TypeVar("R")
 
 # Called before a statement that reads flights from the store, with a test naming the flights whose
 # uncommitted held writes could change what it returns (None: any flight). The pump's write-behind
-# writes what it holds when one of them matches (P13); elsewhere it does nothing.
+# writes what it holds when one of them matches (P13, write-behind); elsewhere it does nothing.
 BeforeRead = Callable[[Callable[[FlightState], bool] | None], None]
 
 
@@ -74,7 +74,8 @@ def _nothing(conn: Connection, masters: Collection[str]) -> None:
 
 
 MAFL = Refresh(codeshare.may_touch_masters, codeshare.masters_to_derive, _children, codeshare.refresh_masters)  # D30
-# decision C4: a code-share child's own change (gates, times, ...) updates and notifies its master
+# decision C4, child changes reach the master: a code-share child's own change (gates, times, ...) updates and notifies
+# its master
 SHARED = Refresh(codeshare.may_notify_masters, codeshare.masters_to_notify, _nothing, codeshare.notify_masters)
 REFRESHES: tuple[Refresh[Any], ...] = (MAFL, SHARED)
 

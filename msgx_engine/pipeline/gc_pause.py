@@ -1,5 +1,5 @@
 """The cyclic garbage collector paused while the pump works through one large message (
-decision P20).
+decision P20, GC pause).
 
 A 10,000-flight snapshot builds a few hundred thousand small objects in seconds (an entry per
 group element, frozen whole states, rows, documents). CPython starts a collection every 700 net
@@ -12,7 +12,7 @@ collection after ``resume``, which is also when the ordinary rhythm returns.
 Only the pump's own thread pauses and resumes, around one message at a time, and a collector
 someone else had turned off stays off.
 
-Freeing those objects is work too: 0.08-0.15 s of a 1.4-1.6 s new day (P30), when the pump's
+Freeing those objects is work too: 0.08-0.15 s of a 1.4-1.6 s new day (P30, large objects freed late), when the pump's
 steps let go of the package's tree, its records and its new states. It used to run as
 ``_attempt`` returned, before the message's terminal status was written; the pump now ``hold``s
 a large message's objects and frees them in ``resume``, once the message (or its group) has

@@ -1,6 +1,6 @@
 """Group commit (docs/decisions.md P10): consecutive messages share one commit.
 
-A folded message (no post-commit step, decision P8) ends with its guarded terminal status write;
+A folded message (no post-commit step, decision P8, folded transactions) ends with its guarded terminal status write;
 instead of committing there, the pump's unit of work (``grouped.py``) leaves the transaction open and goes on with the
 next head, and commits the group once it holds ``max_messages`` or has been open ``max_s``, when
 the head idles or waits, and before the pump marks the mailbox (``flush``). Every message in a

@@ -89,7 +89,8 @@ class Grouped(UnitOfWork):
         self.group = group
         self.lookahead = lookahead
         self.behind = behind
-        self._applied: dict[int, AppliedMessage] = {}     # applied, not yet terminal (P12)
+        self._applied: dict[int, AppliedMessage] = {}     # applied, not yet terminal (P12, grouped two-transaction
+                                                          # messages)
         self._lost: Regroup | None = None                 # the held writes were refused at a read
 
     # --- transaction 1 begins -------------------------------------------------------------------
@@ -122,8 +123,9 @@ class Grouped(UnitOfWork):
 
     def holds(self, conn: Connection, head: QueueHead, states: Sequence[FlightState],
               loaded: Mapping[str, FlightState], events: Sequence[OutboxRow], *, plans: bool) -> bool:
-        """A message of the group that writes no plans is held (P13; with two transactions, P16);
-        plans read their own writes, so they are sent at once, and what they wrote is read again."""
+        """A message of the group that writes no plans is held (P13, write-behind; with two transactions, P16,
+        two-transaction write-behind); plans read their own writes, so they are sent at once, and what they wrote is
+        read again."""
         if self.behind is not None and self.group.joins(head.msg_id) and not plans:
             self.behind.hold(head.msg_id, states, loaded, events)
             self.lookahead.wrote(conn, states)
@@ -247,7 +249,7 @@ class Grouped(UnitOfWork):
     def _finish_applied(self, conn: Connection, pending: list[tuple[int, StepResult]]) -> None:
         """The group's transaction 1 has committed: the post-commit steps in id order, then the
         terminal statuses of the messages that passed them in one transaction 2, one statement
-        (P12, P16). A post-commit step that fails (Redis down) makes that message wait as D22 says;
+        (P12, P16). A post-commit step that fails (Redis down) makes that message wait as D22, projection failure, says;
         the messages after it stay applied and open behind it, and the head path finishes them
         without applying their state again (INV-20b)."""
         applied, self._applied = self._applied, {}

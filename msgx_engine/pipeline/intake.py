@@ -7,7 +7,7 @@ scan every few minutes catches rows that committed far below it (US-01 AC3). Hol
 sequence are recorded as gaps so the queue head can wait ``gap_grace_s`` for them (US-01 AC5).
 
 The full scan reads the whole mailbox at the pump's first pass; after that it rolls (decision
-P37): every late scan reads one more slice of ids, sized so that the slices cover the mailbox once
+P37, rolling full scan): every late scan reads one more slice of ids, sized so that the slices cover the mailbox once
 every ``full_scan_every_s``, and a sweep that reaches the top starts again from the bottom. It
 reads as much as a whole scan every five minutes did, but a few milliseconds at a time: a whole
 scan of a mailbox of a million rows held the pump for about two seconds, and every message that
@@ -31,7 +31,7 @@ A registered, terminal message whose row reads unmarked again (an operator reset
 ``CMINMSGS_DATE_PROCESSED`` to NULL) is marked again: its backfill todo goes back to PENDING and
 one WARNING names it; the message stays as it ended.
 
-A shadow instance (D29; its mailbox is read-only) reads by id alone, never by the mark that
+A shadow instance (D29, shadow mode; its mailbox is read-only) reads by id alone, never by the mark that
 production writes beside it: the fast path takes every row above its own high-water mark, a
 recorded gap is picked up as soon as its row exists, and the mark-based late and full scans, the
 "processed rows we never registered" refusal and the re-marking are off (production's marks are
@@ -88,7 +88,7 @@ class StateBehindMailbox(RuntimeError):
 
 # A state database with no high-water mark meets a mailbox whose newest processed row was marked
 # less than this long ago: the mailbox was being processed until recently, so the state was most
-# likely lost (wiped, re-created empty), not installed for the first time (L12, US-03 AC8)
+# likely lost (wiped, re-created empty), not installed for the first time (L12, lost state refused, US-03 AC8)
 RECENT_PROCESSING = timedelta(days=7)
 
 
@@ -123,7 +123,8 @@ class Intake:
         self._last_late: datetime | None = None
         self._last_full: datetime | None = None
         self._sweep: int | None = None       # the id the rolling full scan reads on from (None: between sweeps)
-        self._requests_read: int | None = None   # the largest COUTMSGS id read for requests (L16)
+        self._requests_read: int | None = None   # the largest COUTMSGS id read for requests (L16, verdicts from the
+                                                 # mailbox)
 
     # ---------------------------------------------------------------------------------------
     def scan(self, conn: Connection, *, force_full: bool = False) -> IntakeStats:

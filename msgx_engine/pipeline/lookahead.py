@@ -1,7 +1,7 @@
-"""Read ahead for a group (docs/decisions.md P11): the group's next heads and the states
+"""Read ahead for a group (docs/decisions.md P11, read-ahead): the group's next heads and the states
 of their flights, each read once per transaction instead of once per message.
 
-A group (P10) keeps one transaction open over consecutive messages, under the writer row lock
+A group (P10, group commit) keeps one transaction open over consecutive messages, under the writer row lock
 its first head query took; nothing else writes the queue or the flights while it is held. So:
 
 - the head query asks for the next ``size`` open messages at once; while the transaction stays

@@ -1,4 +1,4 @@
-"""A large body's work done on the second core (decisions P17 and P27).
+"""A large body's work done on the second core (decisions P17, one-pass extraction, and P27).
 
 A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodies of
 ``OFFLOAD_BYTES`` or more (``submit``, the decoder's ``hasher``) to one worker process
@@ -6,10 +6,10 @@ A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodi
 checks. The worker parses the same bytes with the same hardened parser and answers three things
 while the pump parses, checks, reads the day's state and extracts the package:
 
-1. a daily schedule's later records as whole-state fields (``pipeline.package_split``, P27),
+1. a daily schedule's later records as whole-state fields (``pipeline.package_split``, P27, offload helper extraction),
    which the pump takes instead of extracting them itself (``Pending.flights``);
 2. the verdict of the checks of the whole tree, its depth and any XInclude element
-   (``sis.decode.tree_refusal``, P32), which the pump takes once it has written the message's
+   (``sis.decode.tree_refusal``, P32, tree checks in the helper), which the pump takes once it has written the message's
    state and before that can commit (``HandedOver.refusal``);
 3. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
    binds the identity at its end (``HandedOver.payload_hash``).

@@ -1,8 +1,8 @@
 """The outbox as an operator sees and repairs it: ``msgx outbox`` (preview) and ``--apply`` (revive).
 
 An event whose record the broker refused after its attempts (too large, not authorized, a topic
-that cannot exist; a broker that cannot be reached never kills an event, decision F16) is dead: it
-stays in ``msg_event`` with its last error, the delivery-backlog check fails, and the later events
+that cannot exist; a broker that cannot be reached never kills an event, decision F16, refusals make events DEAD) is
+dead: it stays in ``msg_event`` with its last error, the delivery-backlog check fails, and the later events
 of its flight and topic wait behind it (the dispatcher never lets them overtake it). Until now
 nothing but SQL could send it again.
 

@@ -34,8 +34,9 @@ class StepKind(StrEnum):
     WAIT_BACKOFF = "wait_backoff"    # the head's next attempt is not due
     WAIT_GAP = "wait_gap"            # a smaller id is missing and its grace has not expired
     WAIT_SOURCE = "wait_source"      # the mailbox is unreachable and the head's body not cached
-    WAIT_OPERATOR = "wait_operator"  # the head's mailbox row vanished: an operator resolves it (D24)
-    REGROUP = "regroup"              # an open group was rolled back: its messages are redone alone (P10)
+    WAIT_OPERATOR = "wait_operator"  # the head's mailbox row vanished: an operator resolves it (D24, vanished mailbox
+                                     # row)
+    REGROUP = "regroup"              # an open group was rolled back: its messages are redone alone (P10, group commit)
 
     @property
     def waiting(self) -> bool:
@@ -60,7 +61,8 @@ class ErrorClass(StrEnum):
     HANDLER_ERROR = "HANDLER_ERROR"  # a handler or engine defect: retried, then dead-lettered
     INFRA = "INFRA"                  # a statement or a post-commit step failed: retried
     SOURCE_UNAVAILABLE = "SOURCE_UNAVAILABLE"   # noted while the head waits for the mailbox
-    PROJECTION = "PROJECTION"        # the post-commit projection failed: the head waits, no attempt (D22)
+    PROJECTION = "PROJECTION"        # the post-commit projection failed: the head waits, no attempt (D22, projection
+                                     # failure)
     SOURCE_MISSING = "SOURCE_MISSING"  # the mailbox row vanished: the head waits for an operator (D24)
 
 
@@ -120,8 +122,8 @@ class SourceWait:
 
 @dataclass(frozen=True)
 class Applied:
-    """Transaction 1's writes and ``applied_at`` are in the open group's transaction (P12): the
-    post-commit step and the terminal status follow once the group commits."""
+    """Transaction 1's writes and ``applied_at`` are in the open group's transaction (P12, grouped two-transaction
+    messages): the post-commit step and the terminal status follow once the group commits."""
 
     states: Sequence[FlightState]
 

@@ -1,4 +1,4 @@
-"""A large package's records extracted on two cores (decision P27).
+"""A large package's records extracted on two cores (decision P27, offload helper extraction).
 
 Turning a 10,000-flight package's FLTR records into whole states is the largest single cost of a
 snapshot, and it is the same pure function of each record (``handlers.snapshot.records_flights``).
@@ -39,7 +39,7 @@ Fields = Mapping[str, Value]
 # write its part out. At 0.6 (P27) the pump then waited 0.27-0.30 s for the worker's answer on a
 # 10,000-flight package; at 0.5 it waits 0.04-0.07 s and its decision is done 0.12 s sooner
 # (docs/benchmarks.md, run 28), so both are done at about the same moment. Since the worker
-# makes the whole tree's checks after its part (P32), the pump reaches its extraction 0.09 s
+# makes the whole tree's checks after its part (P32, tree checks in the helper), the pump reaches its extraction 0.09 s
 # sooner, and 0.45 balances them again (0.4: slower; run 34).
 HELPER_SHARE = 0.45
 MIN_RECORDS = 200         # a smaller package costs less to extract than to hand over

@@ -12,7 +12,7 @@ class RetryPolicy:
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
     head_deadline_s: float = 600.0
-    # docs/decisions.md P2: a message that reaches the head already older than the deadline (a
+    # docs/decisions.md P2, deadline of an old head: a message that reaches the head already older than the deadline (a
     # backlog) still gets this many attempts, so one transient error does not dead-letter it.
     min_attempts: int = 2
     # D22/D24: a head that waits for something outside the message (the projection, an operator)
@@ -33,7 +33,7 @@ class RetryPolicy:
 
     def wait_delay(self, waited_s: float) -> float:
         """Backoff of a waiting head after ``waited_s`` of waiting: 1, 1, 2, 4, 8, 16, 30, 30 s ...
-        (doubling from the start of the wait, capped at ``wait_cap_s``; D22)."""
+        (doubling from the start of the wait, capped at ``wait_cap_s``; D22, projection failure)."""
         return min(self.wait_cap_s, max(self.base_delay_s, waited_s))
 
     def next_attempt_at(self, attempts: int, now: datetime) -> datetime:

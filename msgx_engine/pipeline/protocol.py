@@ -12,7 +12,7 @@ begins and ends:
     commit_terminal            transaction 2: terminal status, history, backfill todo, event release
 
 With no post-commit hook, ``commit_applied`` and ``post_commit`` are skipped and the terminal
-status commits with transaction 1 (docs/decisions.md P8; ``MSGX_SPLIT_TRANSACTIONS`` forces the
+status commits with transaction 1 (docs/decisions.md P8, folded transactions; ``MSGX_SPLIT_TRANSACTIONS`` forces the
 split). A message found with ``applied_at`` set is not applied again: only the post-commit and
 the terminal steps run (INV-20b).
 
@@ -96,7 +96,7 @@ class Processor:
     gap_grace_s: float = 5.0
     max_body_bytes: int = MAX_BODY_BYTES
     post_commit: list[PostCommitHook] = field(default_factory=list)
-    identity_window: timedelta = identity.DEFAULT_WINDOW      # D26: how long an identity binds
+    identity_window: timedelta = identity.DEFAULT_WINDOW      # D26, identity window: how long an identity binds
     split_transactions: bool = False
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
     grouping: Grouping | None = None                  # the pump's group commit (``pump.compose_pump``)
@@ -148,7 +148,7 @@ class Processor:
     # --- one message ---------------------------------------------------------------------------
     def process(self, conn: Connection, head: QueueHead) -> StepResult:
         """The message path. Transaction 1 was begun by the head query. A large body is processed
-        with the garbage collector paused (P20), resumed here whatever the end, or when the message
+        with the garbage collector paused (P20, GC pause), resumed here whatever the end, or when the message
         waits for its group's commit, once the group is committed (``flush``)."""
         try:
             return self._record(conn, head, self._attempt(conn, head))
@@ -176,7 +176,8 @@ class Processor:
                 step = Step.WRITE_STATE
                 now = self.clock.now()
                 states = self.write_state(conn, head, msg, routed, now)
-                refused = msg.refusal()         # P32: the helper's tree checks, before anything commits
+                refused = msg.refusal()         # P32, tree checks in the helper: the helper's tree checks, before
+                                                # anything commits
                 if refused is not None:
                     raise refused
                 if self.folds_transactions:     # transaction 2 commits with transaction 1 (P8)
@@ -184,7 +185,8 @@ class Processor:
                     return Terminal(Status.SUCCEEDED, msg=msg, applied_at=now)
                 step = Step.COMMIT_APPLIED
                 joined = self.uow.applied(conn, head, msg, now, states)
-                if joined is not None:          # transaction 1 commits with its group's (P12)
+                if joined is not None:          # transaction 1 commits with its group's (P12, grouped two-transaction
+                                                # messages)
                     return joined
                 faults.reach("between_tx1_tx2")
                 step = Step.POST_COMMIT
@@ -248,9 +250,9 @@ class Processor:
         if not decision.plans:      # before the first write (item 8); with plans, ``insert`` checks each row once
             outbox.check_record_sizes(events, self.max_record_bytes)
         if self.uow.holds(conn, head, states, routed.flights, events, plans=bool(decision.plans)):
-            return shown            # written with the group's other messages (P13)
+            return shown            # written with the group's other messages (P13, write-behind)
         # one commit for both transactions (P8): the events are written released, as the terminal
-        # status write would release them in the same commit (P25)
+        # status write would release them in the same commit (P25, events released at write)
         released_at = now if self.folds_transactions else None
         with pipelined(conn):        # the writes travel together: one round trip, not one each
             # the route looked up every flight it writes: one it did not find has no stored row
@@ -266,7 +268,7 @@ class Processor:
         outbox.insert(conn, [*events, *planned] if events else planned, released_at=released_at,
                       limit=self.max_record_bytes)
         # a plan writes flights of its own: the post-commit step then reads every flight the
-        # message's events name instead of only the changed ones; a silent write (F6) has no event
+        # message's events name instead of only the changed ones; a silent write (F6, last writer wins) has no event
         # and nothing for the projection
         return [] if decision.plans else shown
 
@@ -297,7 +299,7 @@ class Processor:
         if step == Step.READ_AND_DECODE:            # reading the queue failed: the pump decides
             raise exc
         lost = self.uow.undo(conn, head.msg_id)
-        if lost is not None:                        # an open group went with it: redone one by one (P10)
+        if lost is not None:                        # an open group went with it: redone one by one (P10, group commit)
             return lost
         if isinstance(exc, LockLost) or (isinstance(exc, SQLAlchemyError) and is_disconnect(exc)):
             raise exc

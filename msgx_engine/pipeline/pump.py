@@ -58,7 +58,7 @@ class PumpOptions:
     exit_when_waiting: bool = False  # drain only what is processable now (tests with a ManualClock)
     group_messages: int = 64         # group commit (P10): at most this many messages per commit (1: off)
     group_s: float = 0.05            # ... and a group stays open at most this long
-    read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11)
+    read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11, read-ahead)
     write_behind: bool = True        # ... and writes its messages' states and statuses together (P13, P16)
 
     def grouping(self) -> Grouping:
@@ -208,7 +208,7 @@ class Pump:
             if busy:
                 continue
             if blocked and opts.idle_for_s <= 0:
-                # drain mode: nothing is processable until an operator resolves the head (D24)
+                # drain mode: nothing is processable until an operator resolves the head (D24, vanished mailbox row)
                 log.warning("the queue head waits for an operator (its mailbox row vanished): "
                             "drain stops; resolve it with msgx skip or msgx replay")
                 break
@@ -227,7 +227,7 @@ class Pump:
         try:
             return self._pass(summary)
         finally:
-            gc_pause.resume()      # however the pass ended, the collector runs again between passes (P20)
+            gc_pause.resume()      # however the pass ended, the collector runs again between passes (P20, GC pause)
 
     def _pass(self, summary: PumpSummary) -> tuple[bool, bool, bool]:
         assert self.conn is not None

@@ -21,7 +21,7 @@ work published before the restore, with event ids and versions the restored data
 from an older point; so before it registers anything, recovery reads what the production topics
 show published (``published``: every retained record of ``msg`` and ``schd``,
 ``delivery/published.py``) and moves this database's versions and event ids above it
-(``version_floor.lift``, decision O19): every replayed change reaches a consumer that follows
+(``version_floor.lift``, decision O19, version floor): every replayed change reaches a consumer that follows
 docs/delivery.md as a newer one. Topics that cannot be read refuse the recovery (``RecoverRefused``,
 nothing registered); an installation without Kafka publishes to no topic and has nothing to stay
 above.
@@ -123,8 +123,8 @@ def find_lost(conn: Connection, mailbox: Mailbox) -> LostWork:
 def marked_at(mailbox: Mailbox, ids: Sequence[int], now: datetime) -> dict[int, datetime]:
     """When the lost state finished each row (its mark: this installation's clock, whole seconds,
     no later than now): taken as the row's arrival, so an answer the lost state applied in time is
-    not refused as late now (L16). Never earlier than the real arrival: an answer it refused as late
-    is refused again."""
+    not refused as late now (L16, verdicts from the mailbox). Never earlier than the real arrival: an answer it refused
+    as late is refused again."""
     found: dict[int, datetime] = {}
     for n in range(0, len(ids), 1000):
         for i, mark in mailbox.processed_at(ids[n:n + 1000]).items():
@@ -181,7 +181,7 @@ class Adoption:
 
 def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Adoption:
     """``msgx adopt``: an operator states that this empty state database is a first installation,
-    so the mailbox's processed rows are history from before it (L12, US-03 AC8).
+    so the mailbox's processed rows are history from before it (L12, lost state refused, US-03 AC8).
 
     The pump refuses an empty state database on a mailbox processed recently (``StateLost``): from
     inside the database a wiped state and a first install look alike. This sets the high-water mark

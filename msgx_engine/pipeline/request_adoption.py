@@ -1,4 +1,4 @@
-"""Requests another installation sent, taken from the mailbox (decision L16).
+"""Requests another installation sent, taken from the mailbox (decision L16, verdicts from the mailbox).
 
 Every installation reads the same mailbox: the AODB's answers in CMINMSGS and every request any
 installation wrote to COUTMSGS. A shadow during a parallel run, the old installation after a

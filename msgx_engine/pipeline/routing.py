@@ -42,7 +42,7 @@ class Route(Generic[C]):
     """``load`` (under the lock) then ``decide`` (pure). ``flights`` names the loaded states the
     decision's flight changes apply to (none for the lines that write plans only). A route whose
     whole context is the states of the flights ``flids`` names can take them read ahead
-    (``decide``'s ``preloaded``, P11) instead of loading them itself."""
+    (``decide``'s ``preloaded``, P11, read-ahead) instead of loading them itself."""
 
     load: Callable[[Connection, SisMessage, int], C]
     decide: Callable[[SisMessage, C], Decision]
@@ -83,7 +83,8 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
         return snapshot.SnapshotContext(msg_id, rejected=exc)
     day, request, refusal = pkg.day, None, None
     sent: tuple[OpenRequest, ...] = ()
-    if msg.meta.styp == "RESP":       # the RQFD of the package's own day in flight when it came (D23, C-23)
+    if msg.meta.styp == "RESP":       # the RQFD of the package's own day in flight when it came (D23, a RESP's day,
+                                      # C-23)
         sent = sent_requests(conn, "RQFD")
         request, refusal = snapshot.answered_request(msg, pkg, answer_candidates(conn, "RQFD"),
                                                      registered_at(conn, msg_id))
@@ -94,7 +95,8 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
     heads = ledger.read_heads(conn, snapshot.flids_to_read(pkg, day_ledger.members))
     repo = FlightRepository(conn)
     children = repo.codeshare_children(snapshot.children_to_read(pkg, day_ledger.members, heads))
-    newer = [f for f in pkg.flids if f in heads and heads[f].newest > msg_id]   # rare: a late snapshot (F6)
+    newer = [f for f in pkg.flids if f in heads and heads[f].newest > msg_id]   # rare: a late snapshot (F6, last writer
+                                                                                # wins)
     return snapshot.SnapshotContext(msg_id, pkg, request=request, sent=sent, ledger=day_ledger, heads=heads,
                                     children=children, newer=repo.load(newer) if newer else {},
                                     flights=package_split.prepared_flights(msg, pkg.flids),
@@ -102,7 +104,7 @@ def load_snapshot(conn: Connection, msg: SisMessage, msg_id: int) -> snapshot.Sn
 
 
 def load_reference(conn: Connection, msg: SisMessage, msg_id: int) -> reference.ReferenceContext:
-    """A RESP's RQRD for its type, in flight when it came (D16, C-23); other subtypes need nothing
+    """A RESP's RQRD for its type, in flight when it came (D16, request lifecycle, C-23); other subtypes need nothing
     from the store."""
     if msg.meta.styp != "RESP":
         return reference.ReferenceContext()
@@ -142,7 +144,7 @@ ROUTES: dict[tuple[str, str], Route[Any]] = {
     ("FLOP", "*"): _FLOP,
     ("FLOP", "FDEL"): _FDEL,
     ("SCHD", "ADFT"): _ADFT,
-    ("REF", "*"): _REFERENCE,       # the 23 reference types (D17)
+    ("REF", "*"): _REFERENCE,       # the 23 reference types (D17, reference categories)
     ("EROR", "*"): _EROR,           # a request of ours failed (D28)
 }
 
@@ -166,9 +168,9 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int,
            before_read: BeforeRead = no_hold) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
     derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
-    TYPE/STYP is SKIPPED(unsupported) (D8, INV-30). ``preloaded``: flight states read ahead
+    TYPE/STYP is SKIPPED(unsupported) (D8, unsupported types, INV-30). ``preloaded``: flight states read ahead
     under the lock in this transaction (None: not stored), used when they cover the message.
-    ``before_read`` runs before any statement that reads the store (P13)."""
+    ``before_read`` runs before any statement that reads the store (P13, write-behind)."""
     route = route_for(msg)
     if route is None:
         return Routed(Decision.skip("unsupported", f"{msg.meta.type}/{msg.meta.styp} is not handled"), {})

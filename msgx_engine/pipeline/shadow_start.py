@@ -1,4 +1,4 @@
-"""Where a shadow starts, and the state database it must never share with production (OPS-3, D29).
+"""Where a shadow starts, and the state database it must never share with production (OPS-3, D29, shadow mode).
 
 **Starting point.** A fresh shadow left to itself adopts the mailbox where production stands: the
 rows production already marked are history to it, so its state starts empty and every flight those
@@ -15,8 +15,8 @@ Choose the first id of the oldest day still live (a day's snapshot and everythin
 it beside production's pump. Without a column that records the mode (no migration this round) the
 database tells by its own history: a database that owes or wrote processed marks in the mailbox
 (``backfill_todo`` other than ``SHADOW``) or sent requests to the AODB (a ``req_track`` row with a
-COUTMSGS id it wrote itself, not one read from the mailbox: decision L16) belongs to a production
-installation. A shadow refuses to start on it. A production database that has processed nothing
+COUTMSGS id it wrote itself, not one read from the mailbox: decision L16, verdicts from the mailbox) belongs to a
+production installation. A shadow refuses to start on it. A production database that has processed nothing
 yet (or whose every message was archived) cannot be told apart.
 """
 

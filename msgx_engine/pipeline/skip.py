@@ -1,4 +1,4 @@
-"""An operator ends an open message that cannot proceed: SKIPPED(operator_skip), audited (D24).
+"""An operator ends an open message that cannot proceed: SKIPPED(operator_skip), audited (D24, vanished mailbox row).
 
 The queue head never passes an open message on its own (INV-3). When one cannot proceed (its
 mailbox row vanished before processing, C-12/D24, or it waits on something that will not come

@@ -39,7 +39,7 @@ def pid(conn: Connection) -> int:
 class StatusRecorder:
     clock: Clock
     policy: RetryPolicy
-    identity_window: timedelta = identity.DEFAULT_WINDOW      # D26: how long an identity binds
+    identity_window: timedelta = identity.DEFAULT_WINDOW      # D26, identity window: how long an identity binds
 
     def bind(self, msg: SisMessage) -> queue.Bind:
         return queue.Bind(msg.meta.identity, msg.payload_hash, self.identity_window)
@@ -80,7 +80,7 @@ class StatusRecorder:
             log.error("ALERT dead letter: mailbox id %s %s (%s)", head.msg_id, t.reason, safe_text(t.detail or ""))
 
     def finished(self, conn: Connection, msg_ids: list[int]) -> None:
-        """Transaction 2 of a group's applied messages, one guarded statement (P16)."""
+        """Transaction 2 of a group's applied messages, one guarded statement (P16, two-transaction write-behind)."""
         if not queue.finish_applied(conn, msg_ids, now=self.clock.now(), pid=pid(conn)):
             raise LockLost(f"the terminal statuses of mailbox ids {msg_ids[0]}..{msg_ids[-1]} were refused: a row "
                            "is not open or this session lost the writer lock")

@@ -40,11 +40,11 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
     projection). A change a reader does not see (every write equal or stale, or a deleted flight
     that stays deleted) is a silent write: stamps and hidden fields only, same version, no events;
     one that moves nothing at all is not written. A state whose stands changed (or that is new or
-    restored) gets its airbridges derived (D27) from ``bridges()``, called at most once and only
+    restored) gets its airbridges derived (D27, stand to airbridge) from ``bridges()``, called at most once and only
     then: most messages never read the mapping. A message an operator replayed (``replayed``, US-10
     AC4: a stale replay is forced on purpose) lands on top of newer writes. A flight shown for the
     first time here starts above ``floor(flid)``, the version another installation published for it
-    (decision O19); ``floor`` is asked only then."""
+    (decision O19, version floor); ``floor`` is asked only then."""
     current = dict(routed.flights)
     states: list[FlightState] = []
     events: list[OutboxRow] = []
@@ -76,7 +76,8 @@ def next_states(routed: routing.Routed, msg_id: int, meta: Meta, bridges: Callab
         states.append(state)
         shown.append(state)
         own = outbox.change_events(msg_id, meta, state, changed, cleared)
-        if codeshare.announced_by_master(before, state, current):   # decision C4: its master's msg tells it
+        if codeshare.announced_by_master(before, state, current):   # decision C4, child changes reach the master: its
+                                                                    # master's msg tells it
             own = [e for e in own if e.topic != outbox.TOPIC_MSG]
         events += own
     return states, events, shown
@@ -98,8 +99,8 @@ def dead(refused: SisRefused) -> Terminal:
 
 
 def tree_refused(msg: SisMessage) -> Terminal | None:
-    """DEAD when the tree checks decode left to the helper (P32) refuse ``msg``, made here: on the
-    paths that end a message without writing it, which the helper's verdict is not worth a wait."""
+    """DEAD when the tree checks decode left to the helper (P32, tree checks in the helper) refuse ``msg``, made here:
+    on the paths that end a message without writing it, which the helper's verdict is not worth a wait."""
     refused = msg.refusal(here=True)
     return dead(refused) if refused is not None else None
 
@@ -107,7 +108,7 @@ def tree_refused(msg: SisMessage) -> Terminal | None:
 def identity_clash(msg_id: int, msg: SisMessage, other: identity.Binding) -> Terminal:
     """Same SNDR|TYPE|STYP|SEQN already bound to another row (INV-9): same content is a
     duplicate, other content a conflict; neither has any business effect. The stored hash and
-    the newer one may be of either kind (P28: by body size, and bindings from before P28 hold
+    the newer one may be of either kind (P28, second-kind content hash: by body size, and bindings from before P28 hold
     the first kind); ``same_content`` hashes the newer body in the stored one's kind."""
     if same_content(other.payload_hash, msg.payload_hash, msg.root):
         return Terminal(Status.SKIPPED, "duplicate", msg=msg, bind=False, dup_of=other.msg_id)
@@ -120,7 +121,7 @@ def identity_clash(msg_id: int, msg: SisMessage, other: identity.Binding) -> Ter
 
 # --- waits: open, no attempt used (D22, D24) -----------------------------------------------------
 def projection_wait(head: QueueHead, exc: Exception, now: datetime, policy: RetryPolicy) -> Wait:
-    """The post-commit projection failed (D22, INV-23, INV-17b): transaction 1 stands, the
+    """The post-commit projection failed (D22, projection failure, INV-23, INV-17b): transaction 1 stands, the
     message stays open and retries, backoff doubling from when it was applied and capped at
     30 s, for as long as it takes; one alert when the wait passes 60 s. Never DEAD."""
     applied = head.applied_at or now
@@ -137,7 +138,7 @@ def projection_wait(head: QueueHead, exc: Exception, now: datetime, policy: Retr
 
 
 def vanished(head: QueueHead, policy: RetryPolicy) -> Wait:
-    """The registered mailbox row is gone (C-12, D24): not the message's verdict, so it stays
+    """The registered mailbox row is gone (C-12, D24, vanished mailbox row): not the message's verdict, so it stays
     open at the head, uses no attempt, is looked for again every 30 s, and is resolved by an
     operator (an audited skip or replay). The alert fires when it is first found missing."""
     first = head.error_class != ErrorClass.SOURCE_MISSING

@@ -5,7 +5,7 @@ are ready, it was applied, its status is written, something failed) and never co
 back itself. A unit of work turns each of those into transaction boundaries:
 
 - ``OneMessage``: every message commits on its own, transaction 1 then (after the post-commit
-  hooks) transaction 2, or both as one commit when there is no hook (docs/decisions.md P8). This
+  hooks) transaction 2, or both as one commit when there is no hook (docs/decisions.md P8, folded transactions). This
   is what ``App.processor()`` gives, and what a grouped run falls back to after a redo.
 - ``Grouped`` (``grouped.py``): the pump's group commit (P10) with its read-ahead (P11) and
   write-behind (P13, P16): consecutive messages share one transaction, and the unit of work
@@ -76,7 +76,7 @@ class UnitOfWork(ABC):
     def holds(self, conn: Connection, head: QueueHead, states: Sequence[FlightState],
               loaded: Mapping[str, FlightState], events: Sequence[OutboxRow], *, plans: bool) -> bool:
         """True: the unit of work holds the message's states and events and writes them later
-        (P13); False: the caller writes them now."""
+        (P13, write-behind); False: the caller writes them now."""
         return False
 
     # --- transaction 1 ends -------------------------------------------------------------------
@@ -114,7 +114,8 @@ class UnitOfWork(ABC):
         return StepResult(StepKind.PROCESSED, head.msg_id, t.status, t.reason, deferred=deferred)
 
     def hold_applied(self, conn: Connection, head: QueueHead, applied: Applied) -> StepResult:
-        """An applied message waits for its group's commit (P12); only a group has one."""
+        """An applied message waits for its group's commit (P12, grouped two-transaction messages); only a group has
+        one."""
         raise AssertionError(f"mailbox id {head.msg_id}: only a group holds applied messages")
 
     def record(self, conn: Connection, msg_id: int, write: Callable[[], StepResult], *,
@@ -143,7 +144,7 @@ class UnitOfWork(ABC):
     # --- the pump -------------------------------------------------------------------------------
     @property
     def holding(self) -> bool:
-        """Finished messages wait for a commit (their large objects are kept until then, P20)."""
+        """Finished messages wait for a commit (their large objects are kept until then, P20, GC pause)."""
         return False
 
     def flush(self, conn: Connection) -> None:

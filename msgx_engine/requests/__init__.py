@@ -1,1 +1,1 @@
-"""Request tracking to the AODB (D16, US-08): register, send to COUTMSGS, time out."""
+"""Request tracking to the AODB (D16, request lifecycle, US-08): register, send to COUTMSGS, time out."""

@@ -1,4 +1,5 @@
-"""``req_track`` lifecycle (D16; US-08 AC2/AC3; C-24): REGISTERED -> SENT -> DONE/FAILED/TIMEOUT/EXPIRED.
+"""``req_track`` lifecycle (D16, request lifecycle; US-08 AC2/AC3; C-24): REGISTERED -> SENT ->
+DONE/FAILED/TIMEOUT/EXPIRED.
 
 Why the steps are split the way they are:
 
@@ -7,8 +8,8 @@ Why the steps are split the way they are:
   (REGISTERED with no SEQN yet: "not yet written, revoked at once", C-24). A request that has
   landed (SENT), or may have (a SEQN is chosen), is never expired by a newer one: it holds its
   type's slot until it is answered, fails or times out, the only closures (C-24), and the newer
-  one waits REGISTERED (decision L1). A transaction advisory lock per (rtype, styp) serialises
-  registrations, so two concurrent ones cannot both see "nothing open" (a row lock could not:
+  one waits REGISTERED (decision L1, newer request and answers). A transaction advisory lock per (rtype, styp)
+  serialises registrations, so two concurrent ones cannot both see "nothing open" (a row lock could not:
   there may be no row yet).
 - ``send_pending`` commits the SEQN it is about to use *before* the COUTMSGS insert. A request
   found REGISTERED with a SEQN already set may have reached the mailbox in a run that died before
@@ -179,7 +180,8 @@ class RequestTracker:
                     summary.recovered.append(claim.req_id)
                 else:
                     # sent_at is the DTTM the request carries (whole seconds): the time every
-                    # installation reading it from COUTMSGS judges its answer by (decision L16)
+                    # installation reading it from COUTMSGS judges its answer by (decision L16, verdicts from the
+                    # mailbox)
                     sent_at = self.clock.now().replace(microsecond=0)
                     body = sis.encode(claim.rtype, claim.styp, claim.seqn, sent_at,
                                       start_text=claim.start_text, end_text=claim.end_text)
@@ -257,7 +259,7 @@ def track_for(tracker: RequestTracker, run_for_s: float = SCHEDULED_RUN_S, poll_
               monotonic: Callable[[], float] = time.monotonic) -> TrackSummary:
     """Tracking rounds every ``poll_s`` for ``run_for_s`` (0: one round), so a request registered
     by POST /schd/sync leaves within about a second and a timeout is seen within about a second of
-    its deadline, from a looping scheduled run (P18). ``on_round`` sees each round that did
+    its deadline, from a looping scheduled run (P18, looping runs). ``on_round`` sees each round that did
     something (the Dagster job turns it into one asset event, not one per request)."""
     total = TrackSummary()
 

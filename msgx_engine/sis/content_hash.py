@@ -1,6 +1,6 @@
 """The canonical content hash of a body: INV-9's duplicate check (same identity, same content).
 
-What counts as the same content has not changed since the first implementation (P17): every
+What counts as the same content has not changed since the first implementation (P17, one-pass extraction): every
 element's tag, its attributes without namespaced ones, sorted, values stripped, the text before
 its first child, stripped, and its children, in order; tails, comments, processing instructions,
 formatting whitespace and ``MSG/META/DTTM`` (a resend carries a new timestamp) do not count.

@@ -5,10 +5,10 @@ DOCTYPE is refused outright (no SIS message carries one, and it is the door for 
 expansion), and so is any XInclude element (refused, never expanded: msgx never calls
 ``xinclude()``, and a message that asks for one is not a SIS message). Size and depth are bounded
 before and during the parse. A body handed over (``hasher``, the pipeline's offload helper) has its
-depth and XInclude checks made there (P32): its message's ``refusal`` gives their verdict, which
-the pump takes before anything of the message commits, and before any other refusal of it.
+depth and XInclude checks made there (P32, tree checks in the helper): its message's ``refusal`` gives their verdict,
+which the pump takes before anything of the message commits, and before any other refusal of it.
 
-A message is Unicode text (decisions F8): the mailbox column holds characters, and the HTTP door
+A message is Unicode text (decisions F8, encoding declaration): the mailbox column holds characters, and the HTTP door
 accepts UTF-8 only. An XML declaration's ``encoding`` is therefore ignored on every path: the
 parser is told the bytes it gets are UTF-8, so ``encoding="ISO-8859-1"`` over the text cannot
 turn it into mojibake. Text that is not valid Unicode (lone surrogates, the trace of bytes the
@@ -254,8 +254,8 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
     ``hasher`` may take the body's bytes to hash them and make the tree checks elsewhere (the
     pump's ``pipeline.offload.submit`` for large bodies); the message is then its ``Handover``'s.
     When it returns None, everything is done here. It takes them as soon as their bytes pass the
-    checks that need no parse, so that the other process parses them while this one does (P27);
-    a body refused later leaves it work nobody reads (``offload`` drops it)."""
+    checks that need no parse, so that the other process parses them while this one does (P27, offload helper
+    extraction); a body refused later leaves it work nobody reads (``offload`` drops it)."""
     data = _utf8(text)
     _check_bytes(data, max_bytes)
     pending = hasher(data) if hasher is not None else None

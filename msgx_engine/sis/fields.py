@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-# D25, FS §6: a sequence attribute is an integer 0..999, and a repeated group holds at most this
-# many entries in one message (a route at most ROUTE_CAP points): more is a malformed message.
+# D25, sequence attributes and sizes, FS §6: a sequence attribute is an integer 0..999, and a repeated group holds at
+# most this many entries in one message (a route at most ROUTE_CAP points): more is a malformed message.
 SEQUENCE_MAX = 999
 GROUP_CAP = 64
 ROUTE_CAP = 16

@@ -53,7 +53,7 @@ def check_rtype(rtype: str) -> str:
 
 
 def rqfd_day(start: datetime | None, end: datetime | None) -> date:
-    """The operating day an RQFD asks for: the local date of its window (D23: one RQFD per day).
+    """The operating day an RQFD asks for: the local date of its window (D23, a RESP's day: one RQFD per day).
 
     Refused (``RequestInvalid``): no bound at all, a bound outside 2000-2099 (SIS writes two-digit
     years, so 1999 and 2100 would be read back as other years), a start later than the end, and a
@@ -114,7 +114,8 @@ def seqn_marker(seqn: int) -> str:
 @dataclass(frozen=True)
 class SentRequest:
     """A request as the mailbox holds it (a COUTMSGS row), whoever sent it: what an answer is
-    matched against (decision L16). ``sent_at`` is its DTTM: the sender's clock when it was sent."""
+    matched against (decision L16, verdicts from the mailbox). ``sent_at`` is its DTTM: the sender's clock when it was
+    sent."""
 
     coutmsgs_id: int
     rtype: str

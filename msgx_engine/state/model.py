@@ -14,7 +14,7 @@ applying messages in any order converges to the in-order state. ``stamps`` is co
 holds the id of the last message that wrote every key (a whole-state write), and a key has an
 entry of its own only when it was written later than that.
 
-A keyed list (PORT, by its POID: the open and the close time; docs/decisions.md L7) is not one
+A keyed list (PORT, by its POID: the open and the close time; docs/decisions.md L7, PORT entries by POID) is not one
 register but one per entry identity: ``SetEntry`` writes one entry and leaves the others, and its
 stamp is ``PORT/O`` or ``PORT/C``. A whole write of the list (``Replace``, ``Clear``: an ADFT
 record, a snapshot) writes every identity at once; its id is the list key's own stamp (``PORT``),
@@ -41,7 +41,7 @@ OBJECT_KEYS = frozenset(OBJECT_BY_KEY)
 ALL_KEYS = SCALAR_KEYS | LIST_KEYS | OBJECT_KEYS
 DELETED = "DELETED"      # stamps key of the deletion flag (deleted or restored)
 BASE = "*"               # stamps key: the last message that wrote every field key
-# Keys msgx derives from other flights rather than takes from a message (D30: a master's MAFL from
+# Keys msgx derives from other flights rather than takes from a message (D30, code-share cascade: a master's MAFL from
 # its live children): recomputed from the current state on every change, so never stamped or
 # refused as stale (a late child's message must still re-derive its master).
 DERIVED_KEYS = frozenset({"MAFL"})
@@ -117,7 +117,7 @@ class FlightState:
     state_version: int = 0
     last_message_id: int | None = None
     deleted: bool = False
-    # Derived, not a message field (``state.bridges``, D27): each stand the flight names -> the
+    # Derived, not a message field (``state.bridges``, D27, stand to airbridge): each stand the flight names -> the
     # sorted codes of the airbridges serving it; None while nothing is derived (no stand, or the
     # ABDG reference data was never loaded). ``apply`` keeps it; the writer re-derives it.
     bridges: Mapping[str, tuple[str, ...]] | None = None
@@ -385,7 +385,7 @@ def _apply_keyed(cmd: Command, fields: dict[str, Value], stamps: dict[str, int],
 
 
 def full_state_commands(fields: Mapping[str, Value]) -> list[Command]:
-    """Commands that make a state hold exactly ``fields``: every other key is cleared (D1)."""
+    """Commands that make a state hold exactly ``fields``: every other key is cleared (D1, omitted fields cleared)."""
     cmds: list[Command] = []
     for key in sorted(ALL_KEYS):
         value = fields.get(key)

@@ -1,10 +1,10 @@
 """Whole-state serialisation: the ``schd`` payload and the Redis projection value (FS §5.5, §6.2).
 
 Keys sorted, collections as JSON arrays (never strings), cleared values absent, compact
-separators and no ASCII escaping: equal states give equal bytes. The derived airbridges (D27) are
+separators and no ASCII escaping: equal states give equal bytes. The derived airbridges (D27, stand to airbridge) are
 published inside the document: ``ABDG`` in each PSDT entry, ``STND_ABDG`` beside ``STND``.
 
-The bytes are written by orjson (decision P24): the same bytes ``json.dumps(sort_keys=True,
+The bytes are written by orjson (decision P24, orjson and new-day rows): the same bytes ``json.dumps(sort_keys=True,
 separators=(",", ":"), ensure_ascii=False)`` gives for these documents (``tests/unit/
 test_state_properties.py`` holds the two equal), at a sixth of the cost; a snapshot serialises
 10,000 whole states and every dynamic message two documents.

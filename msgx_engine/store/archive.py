@@ -13,10 +13,10 @@ for column and then deleted; the copies are ``ON CONFLICT DO NOTHING``, so a bat
 crash converges. The mailbox ids stay
 in ``proc_state_archive``, where intake looks them up (``store.queue.unregistered``).
 
-Flights: an unowned row (FDAY NULL, D31) not updated since the purge cutoff is retired like a
-delete (D2: ``deleted``, ``state_version + 1``, a released tombstone event under the housekeeping
+Flights: an unowned row (FDAY NULL, D31, FLOP for an unknown FLID) not updated since the purge cutoff is retired like a
+delete (D2, soft delete: ``deleted``, ``state_version + 1``, a released tombstone event under the housekeeping
 mailbox id 0), a code-share master together with its live children and only when they are idle
-and unowned too, so no live child is left pointing at a retired master (decision L5); a
+and unowned too, so no live child is left pointing at a retired master (decision L5, master kept for a live child); a
 soft-deleted flight whose delete is older than the purge cutoff and whose events were all
 delivered is removed with its detail rows. Ledgers (``schd_gen``, ``schd_gen_flid``,
 ``schd_gen_run``) of days before the ledger cutoff are removed day by day; a live day's ledger

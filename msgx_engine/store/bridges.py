@@ -1,4 +1,4 @@
-"""The stand -> airbridge mapping as the store keeps it (US-14, D27): read from the ABDG reference
+"""The stand -> airbridge mapping as the store keeps it (US-14, D27, stand to airbridge): read from the ABDG reference
 category, derived into every flight state written, re-derived when the category changes.
 
 - ``read_bridges``: the mapping from ``ref_master`` (one statement), or None while the ABDG

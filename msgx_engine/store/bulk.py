@@ -13,7 +13,7 @@ the server skips JSON parsing, where the JSON array cost a dict, its encoding an
 writes), so the callers keep the JSON path for small batches and whenever ``copy_rows`` declines.
 
 ``COPY`` goes in PostgreSQL's binary format when the caller says its values are all of their
-columns' types (``binary=True``; decision P31): each column's type comes from the table's
+columns' types (``binary=True``; decision P31, binary COPY and FLID arrays): each column's type comes from the table's
 metadata (``store.tables``), psycopg writes a text as its bytes and a number as its bytes, with
 no escaping and no digits, and the server parses nothing. A snapshot's 110,000 rows cost the pump
 about half the CPU they cost as text. A value of another type than its column's (a number for a

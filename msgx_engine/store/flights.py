@@ -108,8 +108,8 @@ def _tables_holding(states: Iterable[FlightState]) -> set[str]:
 
 
 def _all_unstored(states: Sequence[FlightState], unstored: Collection[str]) -> bool:
-    """Every state is of a flight with no stored row, hence no detail rows (P21): the caller knows
-    it (its load found none), never the state's version, which is also 1 for the restore of a
+    """Every state is of a flight with no stored row, hence no detail rows (P21, output floor and writer savings): the
+    caller knows it (its load found none), never the state's version, which is also 1 for the restore of a
     tombstone FDEL left for a flight never stored, a row that may hold hidden detail rows."""
     return all(st.flid in unstored for st in states)
 
@@ -138,7 +138,7 @@ _DETAIL_INSERT_SQL = {name: bulk.insert_sql(name, tuple(c.name for c in t.c if c
                       for name, t in detail_tables.items()}
 
 
-# On the hot path for every new flight (D30: children may already wait for it): plain SQL.
+# On the hot path for every new flight (D30, code-share cascade: children may already wait for it): plain SQL.
 _CHILDREN_SQL = ("SELECT maid, flid, alcd, flno FROM flight_schd WHERE maid = ANY(%(masters)s) AND NOT deleted "
                  "ORDER BY maid, flid")
 
@@ -226,7 +226,7 @@ _BOOK_SLOTS = tuple(_MAIN_SLOT[c] for c in (*_BOOK_COLUMNS, "stand_bridges", "fi
 
 def _json_text(value: object) -> str:
     """The stamps' JSON by orjson (C): psycopg's default, the standard library's, cost a snapshot
-    about 20 ms for its 10,000 main rows (P31)."""
+    about 20 ms for its 10,000 main rows (P31, binary COPY and FLID arrays)."""
     return orjson.dumps(value).decode()
 
 
@@ -357,12 +357,12 @@ class FlightRepository:
         detail rows rewritten, and only in the tables that held or will hold rows for them (a new
         flight has none to delete; a silent write of stamps has none to rewrite); without them, all 9.
         ``detail_versions``: the ``record_version`` of a flight's detail rows when it is not the
-        state's own (the version whose message last moved them, P13).
+        state's own (the version whose message last moved them, P13, write-behind).
         ``unstored``: the flights the caller knows have no stored row (its load found none). They
         get no DELETE of detail rows, and a large batch of nothing else is COPYed straight into
         ``flight_schd`` (P21, P24). Any other flight is taken as stored, whatever its version: a
         tombstone FDEL left for a flight never stored is restored at version 1 and may hold
-        detail rows a hidden write put under it (decision C2).
+        detail rows a hidden write put under it (decision C2, unstored flights).
         """
         if not states:
             return
@@ -370,7 +370,8 @@ class FlightRepository:
             states = list({st.flid: st for st in states}.values())
         if now is None:
             now = self.conn.execute(select(func.now())).scalar_one()
-        # built as COPY sends them: the server stores each row while the next is built (P29)
+        # built as COPY sends them: the server stores each row while the next is built (P29, rows built while COPY
+        # sends)
         rows = (main_values(s, now) for s in states)
         if len(states) < bulk.COPY_MIN_ROWS or not self._copy_main_rows(rows, first=_all_unstored(states, unstored),
                                                                          binary=now.tzinfo is not None):
@@ -401,8 +402,8 @@ class FlightRepository:
     def _copy_main_rows(self, rows: Iterable[list[object]], *, first: bool, binary: bool) -> bool:
         """The main rows by COPY (False: COPY cannot run here). ``first``: no row's flight is
         stored (the caller's ``unstored``, P21), so COPY writes them into ``flight_schd`` itself, where
-        an upsert would copy them into a temporary table and insert them from there (P24). Were a
-        row stored after all, the insert fails on the key and the message is retried or DEAD: it
+        an upsert would copy them into a temporary table and insert them from there (P24, orjson and new-day rows). Were
+        a row stored after all, the insert fails on the key and the message is retried or DEAD: it
         never overwrites in silence. ``binary``: ``now`` has its time zone, so every value is of
         its column's type (P31)."""
         if first:

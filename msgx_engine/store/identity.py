@@ -1,7 +1,7 @@
 """Identity bindings (INV-9, US-03 AC3, D26): ``msg_identity``, its statements and its window.
 
 A message's business identity ``SNDR|TYPE|STYP|SEQN`` is bound to the first mailbox row that
-carries it, but only **within a window** (D26, default 24 h, ``MSGX_IDENTITY_WINDOW``) measured on
+carries it, but only **within a window** (D26, identity window, default 24 h, ``MSGX_IDENTITY_WINDOW``) measured on
 registration times (``proc_state.created_at``, the database clock): the AODB's SEQN wraps at
 999999 and the samples reuse SEQN 1243, so after the window the same identity is a new message.
 
@@ -60,7 +60,7 @@ def binding_cte(source: str, *, per_row: bool = False) -> str:
     taking an existing binding over only when it is that row's own or was registered at least a
     window earlier. ``b`` returns one row when bound, none when another row holds the identity.
     ``per_row``: each row of ``source`` brings its own ``b_hash``, ``b_identity`` and
-    ``b_payload_hash`` columns (a group's statement, P13) instead of the ``binding_params``."""
+    ``b_payload_hash`` columns (a group's statement, P13, write-behind) instead of the ``binding_params``."""
     values = ("b_hash, b_identity, msg_id, b_payload_hash" if per_row
               else "%(b_hash)s, %(b_identity)s, msg_id, %(b_payload_hash)s")
     return (

@@ -2,8 +2,8 @@
 
 Kafka's own words about a failed send ("Connect to 127.0.0.1:9092 failed: Connection refused") were
 only in the dispatching process's stderr, where an operator running ``msgx status`` on another host
-never looks (decision M27). The dispatcher writes them here in the transaction that records the failed
-attempt, and the time of its first delivery after them; ``msgx outbox``, the ``delivery_backlog``
+never looks (decision M27, Kafka's own error). The dispatcher writes them here in the transaction that records the
+failed attempt, and the time of its first delivery after them; ``msgx outbox``, the ``delivery_backlog``
 check and its alert read the one row. A failing dispatcher writes once per send (at most one per
 delivery timeout while the broker is away); a delivering one writes only its first delivery after
 an error, so the steady state costs nothing.

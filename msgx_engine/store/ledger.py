@@ -37,7 +37,7 @@ from msgx_engine.store.tables import flight_schd, schd_gen, schd_gen_flid, schd_
 
 log = logging.getLogger(__name__)
 _FLIDS = bindparam("flids", type_=ARRAY(Text))
-# plain SQL with a ``TextArray``: a snapshot's 10,000 FLIDs in one literal built in C (P31)
+# plain SQL with a ``TextArray``: a snapshot's 10,000 FLIDs in one literal built in C (P31, binary COPY and FLID arrays)
 _HEADS_SQL = ("SELECT flid, fday, state_version, deleted, ffid, maid, alcd, flno, sodt, field_msg FROM flight_schd "
               "WHERE flid = ANY(%(flids)s)")
 _ADD_MEMBERS_SQL = "INSERT INTO schd_gen_flid (fday, flid) SELECT %(fday)s, unnest(%(flids)s::text[])"
@@ -93,7 +93,7 @@ def write_snapshot(conn: Connection, plan: SnapshotPlan, msg_id: int, now: datet
     if plan.kept_later:
         log.warning("snapshot %s for %s left %d flight(s) owned by a later day as they are (D3): %s",
                     msg_id, plan.day, len(plan.kept_later), ", ".join(plan.kept_later[:20]))
-    # a flight a newer message deleted stays deleted (F6): written, hidden, announced to nobody;
+    # a flight a newer message deleted stays deleted (F6, last writer wins): written, hidden, announced to nobody;
     # one the snapshot left as it was keeps its version and is announced to nobody (US-06 AC5)
     return outbox.StateEvents(msg_id, [s for s in written if not s.deleted and s.flid not in unchanged], tombstones)
 
@@ -142,8 +142,8 @@ def replace_members(conn: Connection, day: date, old: frozenset[str], new: froze
 
 
 def rejoin_members(conn: Connection, plan: DayMembers, msg_id: int, now: datetime) -> Sequence[OutboxRow]:
-    """Put the flights an ADFT restored back in their days' member lists (decision L8); a flight
-    already listed stays as it is. Writes no events: the restore's own events tell readers."""
+    """Put the flights an ADFT restored back in their days' member lists (decision L8, ADFT restore and member list); a
+    flight already listed stays as it is. Writes no events: the restore's own events tell readers."""
     if plan.members:
         conn.execute(pg_insert(schd_gen_flid).values([{"fday": d, "flid": f} for d, f in plan.members])
                      .on_conflict_do_nothing(index_elements=["fday", "flid"]))

@@ -29,7 +29,7 @@ def request_registration_key(rtype: str, styp: str) -> str:
 
 
 def lock_request_registration(conn: Connection, rtype: str, styp: str) -> None:
-    """Serialise registrations of one (TYPE, STYP) until the caller's transaction ends (D16)."""
+    """Serialise registrations of one (TYPE, STYP) until the caller's transaction ends (D16, request lifecycle)."""
     conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:k))"), {"k": request_registration_key(rtype, styp)})
 
 

@@ -18,7 +18,7 @@ the other flights' events. An event is marked sent only after its delivery repor
 backs off and stays visible with its error. Only an event the broker refuses (too large, not
 authorized, a topic that cannot exist: ``SendFailure.refused``) turns DEAD, after ``max_attempts``,
 with an alert; one that failed because the broker could not be reached waits for as long as the
-outage lasts and goes out, in order, when the broker is back (decision F16). A dead
+outage lasts and goes out, in order, when the broker is back (decision F16, refusals make events DEAD). A dead
 event keeps holding its flight's later events of the topic back until an operator revives it
 (``revive_dead``, ``msgx outbox --apply``); it is then delivered first, so it is never overtaken.
 """
@@ -69,13 +69,13 @@ def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime
            limit: int | None = None) -> None:
     """Write ``rows`` in one statement (store/bulk.py; a snapshot's thousands by COPY), event ids
     in row order: unreleased, or released at ``released_at`` when transaction 2 commits with
-    transaction 1 (P8), whose terminal status write would otherwise rewrite every row it just
-    wrote to release it (10,000 for a snapshot, decision P25).
+    transaction 1 (P8, folded transactions), whose terminal status write would otherwise rewrite every row it just
+    wrote to release it (10,000 for a snapshot, decision P25, events released at write).
 
     ``limit``: each row is checked against the Kafka record limit as it is written
     (``check_record_sizes``), and RecordTooLarge aborts the statement; the caller's rollback then
     undoes the transaction. Rows a snapshot builds while they are written (``StateEvents``) are
-    checked this way, so that each is built once (P29)."""
+    checked this way, so that each is built once (P29, rows built while COPY sends)."""
     if not rows:
         return
     released = released_at is not None
@@ -83,7 +83,8 @@ def insert(conn: Connection, rows: Sequence[OutboxRow], *, released_at: datetime
     tail = (released_at,) if released else ()
     values = ((r.msg_id, r.flid, r.topic, r.kind, r.state_version, r.payload, *tail)
               for r in (rows if limit is None else _checked(rows, limit)))
-    binary = released_at is None or released_at.tzinfo is not None     # every value of its column's type (P31)
+    binary = released_at is None or released_at.tzinfo is not None     # every value of its column's type (P31, binary
+                                                                       # COPY and FLID arrays)
     if len(rows) < bulk.COPY_MIN_ROWS or not bulk.copy_rows(conn, "msg_event", columns, values, binary=binary):
         conn.exec_driver_sql(_INSERT_SQL[released], bulk.rows_param([dict(zip(columns, v, strict=True))
                                                                      for v in values]))

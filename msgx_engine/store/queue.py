@@ -53,10 +53,11 @@ class QueueHead:
     deadline_from: datetime        # registration, or an operator's re-queue (the head deadline counts from it)
     next_attempt_at: datetime | None
     applied_at: datetime | None
-    updated_at: datetime | None    # the last status write (a wait's previous round, D22)
+    updated_at: datetime | None    # the last status write (a wait's previous round, D22, projection failure)
     error_class: str | None        # why the last attempt failed or the head waits (D22, D24)
     registered_at: datetime        # registration (created_at): the identity window counts from it (D26)
-    replayed: bool                 # re-queued by an operator (msgx replay): its writes land on top (F6)
+    replayed: bool                 # re-queued by an operator (msgx replay): its writes land on top (F6, last writer
+                                   # wins)
     gap_seen: datetime | None      # the youngest open gap below it (US-01 AC5)
     writer_held: bool | None       # this session holds the writer lock (the writer row is now locked)
 
@@ -83,7 +84,7 @@ def head(conn: Connection, *, pid: int, writer_row: str) -> QueueHead | None:
 
 def heads(conn: Connection, *, pid: int, writer_row: str, limit: int) -> list[QueueHead]:
     """The head and up to ``limit - 1`` open messages after it, in id order, in the one statement
-    that locks the writer row: a group's later heads as they stand in this transaction (P11)."""
+    that locks the writer row: a group's later heads as they stand in this transaction (P11, read-ahead)."""
     rows = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row, "limit": limit})
     return [QueueHead(*row) for row in rows]
 
@@ -193,7 +194,7 @@ def write_status(conn: Connection, msg_id: int, values: dict[str, object], *, te
 
 @dataclass(frozen=True)
 class Applied:
-    """One message of a group that applied its state: its terminal SUCCEEDED row (P13)."""
+    """One message of a group that applied its state: its terminal SUCCEEDED row (P13, write-behind)."""
 
     msg_id: int
     applied_at: datetime
@@ -230,8 +231,8 @@ _APPLIED_GROUP_SQL = (
     f"{_SUCCEEDED}, {identity.binding_cte('u', per_row=True)} "
     "SELECT (SELECT count(*) FROM u), (SELECT count(*) FROM b)")
 
-# Transaction 1's ``applied_at`` and identity binding of a whole two-transaction group (P16): what
-# ``mark_applied`` writes for each of them, guarded the same way.
+# Transaction 1's ``applied_at`` and identity binding of a whole two-transaction group (P16, two-transaction
+# write-behind): what ``mark_applied`` writes for each of them, guarded the same way.
 _MARK_GROUP_SQL = (
     f"WITH {_GROUP_ROWS_CTE}, "
     f"u AS (UPDATE proc_state p SET updated_at = %(now)s, {_APPLIED_COLUMNS} "
@@ -299,7 +300,7 @@ INTAKE = "cminmsgs"                 # intake_state.name of the one mailbox table
 
 def max_registered(conn: Connection) -> int:
     """The largest mailbox id ever registered, archived ones included (two index lookups), so the
-    PK-bounded scan stays where it was after archiving (DESIGN §2.1)."""
+    PK-bounded scan stays where it was after archiving (DESIGN §2, step 1)."""
     return int(conn.execute(select(func.greatest(
         select(func.coalesce(func.max(proc_state.c.msg_id), 0)).scalar_subquery(),
         select(func.coalesce(func.max(proc_state_archive.c.msg_id), 0)).scalar_subquery()))).scalar_one())
@@ -428,8 +429,8 @@ def register_recovered(conn: Connection, ids: list[int], now: datetime,
     """``msgx recover``: register rows that are marked processed in the mailbox but unknown here
     (PENDING, late when below the largest registered id), their gaps arrived, the high-water mark
     raised past them. ``arrived_at``: when they arrived where they were processed first (a
-    rollback and a recovery know it), kept so that an answer among them is judged by it (L16).
-    Returns the ids registered now (one already registered is left alone)."""
+    rollback and a recovery know it), kept so that an answer among them is judged by it (L16, verdicts from the
+    mailbox). Returns the ids registered now (one already registered is left alone)."""
     top = max_registered(conn)
     when = arrived_at or {}
     registered: list[int] = []

@@ -52,7 +52,8 @@ def _differences_sql() -> str:
     matched by ordinal; the ordinal itself is compared so a missing side always differs)."""
     main = _main_fields()
     cases = ", ".join(f"CASE WHEN {_distinct(cols)} THEN '{field}' END" for field, cols in main)
-    changed = _distinct([c for _, cols in main for c in cols])     # most rows: equal, one test (P24)
+    changed = _distinct([c for _, cols in main for c in cols])     # most rows: equal, one test (P24, orjson and new-day
+                                                                   # rows)
     parts = [f"SELECT flid, field FROM (SELECT o.flid, ARRAY[{cases}] AS fields FROM {_MAIN} o "
              f"JOIN flight_schd n USING (flid) WHERE {changed}) d, unnest(d.fields) AS field WHERE field IS NOT NULL"]
     for spec in COLLECTIONS:
@@ -97,7 +98,7 @@ def keep_unchanged(conn: Connection, compared: Sequence[str], pairs: Iterable[tu
 
     An equal snapshot under a new SEQN changes no version and emits nothing (US-06 AC5): its rows
     were rewritten with the same content, so only the bookkeeping the write advanced is put back.
-    The per-key stamps stay the snapshot's: it is the last writer of those values (F6)."""
+    The per-key stamps stay the snapshot's: it is the last writer of those values (F6, last writer wins)."""
     changed = {flid for flid, _ in pairs}
     same = [flid for flid in compared if flid not in changed]
     if not same:

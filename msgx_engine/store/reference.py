@@ -1,4 +1,5 @@
-"""Reference data storage: ``ref_master`` written in transaction 1 (D17, INV-26/27, D16).
+"""Reference data storage: ``ref_master`` written in transaction 1 (D17, reference categories, INV-26/27, D16, request
+lifecycle).
 
 ``write_reference`` writes a pure ``RefPlan`` with one statement per kind of write, never one round
 trip per record:
@@ -11,7 +12,7 @@ trip per record:
 
 ``batch_id`` is the mailbox id of the message that last wrote the row, ``source`` its SNDR. A
 full package also records the category in ``ref_load`` (loaded whole, by which message, when).
-No outbox events here: the one category flights derive from (ABDG, D27) comes wrapped in its own
+No outbox events here: the one category flights derive from (ABDG, D27, stand to airbridge) comes wrapped in its own
 plan, ``BridgeRefresh``, whose writer (``store.bridges``) calls this one between reading the
 mapping before and after.
 """

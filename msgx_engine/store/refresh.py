@@ -1,7 +1,7 @@
 """Refresh flights whose derived content changed, in the caller's transaction 1.
 
 Some parts of a flight's whole state are derived from data outside the flight: the airbridges
-serving its stands come from the ABDG reference data (D27). When that data changes, every flight
+serving its stands come from the ABDG reference data (D27, stand to airbridge). When that data changes, every flight
 whose published whole state changes with it is rewritten like any other change (FS §5.5): its
 ``state_version`` advances, ``last_message_id`` names the message that caused it, and it gets a
 ``msg`` change event (the changed keys) and a ``schd`` whole-state event; the projection follows

@@ -1,9 +1,9 @@
 """Released events announced across processes: PostgreSQL ``NOTIFY`` from the pump, ``LISTEN`` in
-a dispatcher process (decision P19).
+a dispatcher process (decision P19, release NOTIFY).
 
 Under Dagster the long-lived pump run wakes its inline dispatcher in process the moment a commit
-releases events (P15). A dispatcher in another process (``msgx dispatch`` beside ``msgx pump``,
-or a scheduled ``dispatch_job`` beside a pump drain run) had only its 0.1 s poll, so a record
+releases events (P15, pump latency under dagster dev). A dispatcher in another process (``msgx dispatch`` beside
+``msgx pump``, or a scheduled ``dispatch_job`` beside a pump drain run) had only its 0.1 s poll, so a record
 waited half a poll on average. Now the pump announces each release on ``CHANNEL`` and such a
 dispatcher listens: its pause ends at once, as the inline one's does.
 

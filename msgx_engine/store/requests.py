@@ -72,7 +72,8 @@ def answer_candidates(conn: Connection, rtype: str, styp: str | None = None,
 def registered_at(conn: Connection, msg_id: int) -> datetime | None:
     """When the answer was registered (``proc_state.created_at``, the tracker's clock): what its
     lateness is judged by (C-23), never when the pump reaches it. A row registered after the fact
-    (a rollback, a recovery) is judged by when it arrived where it was first (``arrived_at``, L16)."""
+    (a rollback, a recovery) is judged by when it arrived where it was first (``arrived_at``, L16, verdicts from the
+    mailbox)."""
     return conn.execute(select(ARRIVED).where(proc_state.c.msg_id == msg_id)).scalar()
 
 
@@ -166,7 +167,7 @@ class Sendable:
 def next_sendable(conn: Connection, now: datetime, timeout_s: Mapping[str, float]) -> Sendable | None:
     """The oldest REGISTERED request whose type has nothing SENT (one in flight per type, C-24) and
     whose kind (type and subtype: what an answer is matched by) has had no request time out in the
-    last ``timeout_s[rtype]`` seconds (decision L14: a late answer to it must find no newer request
+    last ``timeout_s[rtype]`` seconds (decision L14, after a timeout: a late answer to it must find no newer request
     in flight), row-locked (skipping rows another sender holds)."""
     s = req_track.alias("s")
     inflight = select(s.c.req_id).where(s.c.rtype == _c.rtype, s.c.status == RequestStatus.SENT).exists()

@@ -51,8 +51,8 @@ flight_schd = Table(
     _ts("created_at", nullable=False, server_default=func.now()),
     _ts("updated_at", nullable=False, server_default=func.now()),
     *[Column(c, Text) for c in flight_columns()],
-    Column("stand_bridges", Text),   # derived airbridges per stand, JSON (state.bridges, D27; 0007)
-    Column("field_msg", JSONB),      # key -> mailbox id that last wrote it (state.stamps, F6; 0012)
+    Column("stand_bridges", Text),   # derived airbridges per stand, JSON (state.bridges, D27, stand to airbridge; 0007)
+    Column("field_msg", JSONB),      # key -> mailbox id that last wrote it (state.stamps, F6, last writer wins; 0012)
 )
 
 
@@ -139,7 +139,8 @@ proc_state = Table(
     _ts("requeued_at"),        # an operator's replay (0006): the retry deadline counts from here
     _ts("acknowledged_at"),    # an operator closed this dead letter without a replay (0014)
     Column("acknowledged_by", Text),
-    _ts("arrived_at"),         # a row registered after the fact: when it arrived where it was first (0021, L16)
+    _ts("arrived_at"),         # a row registered after the fact: when it arrived where it was first (0021, L16,
+                               # verdicts from the mailbox)
 )
 Index("proc_state_open_idx", proc_state.c.msg_id, postgresql_where=text(f"status IN {sql_in(OPEN)}"))
 # what waits for an operator (0014): unacknowledged DEAD and SKIPPED(unsupported) messages
@@ -161,7 +162,7 @@ proc_state_hst = Table(
 )
 Index("proc_state_hst_msg_idx", proc_state_hst.c.msg_id)
 
-# Identity bindings within the window (D26, store/identity.py): one row per identity, keyed by the
+# Identity bindings within the window (D26, identity window, store/identity.py): one row per identity, keyed by the
 # SHA-256 of its text so the key is always 64 characters.
 msg_identity = Table(
     "msg_identity",
@@ -299,7 +300,7 @@ ref_load = Table(
 # --- snapshot runs and seasonal schedules (migration 0002) --------------------------------------
 schd_gen_run = Table(
     # One row per accepted SCHD snapshot: what it did, including the flights it left to a later
-    # day (D3). The run's metadata lives here so operators can query it; proc_state only has status.
+    # day (D3, a flight's day). The run's metadata lives here so operators can query it; proc_state only has status.
     "schd_gen_run",
     metadata,
     Column("msg_id", BigInteger, primary_key=True, autoincrement=False),
@@ -316,7 +317,7 @@ schd_gen_run = Table(
     Column("report", Text),                        # the reconciliation, JSON (0010)
 )
 
-_SEASON_KEY = ("snam", "sdat", "edat")   # raw SIS strings (D19): SDAT/EDAT are DDMONYY
+_SEASON_KEY = ("snam", "sdat", "edat")   # raw SIS strings (D19, SIS time strings): SDAT/EDAT are DDMONYY
 
 season_sched = Table(
     "season_sched",
@@ -497,7 +498,7 @@ cutover_state = Table(
 # --- versions above what another installation published (migration 0018; owner: store/version_floor.py)
 version_floor = Table(
     # Per flight this database has no row for: the highest STATE_VERSION published elsewhere (another
-    # installation, or this one before a restore). Its first write here starts above it (decision O19).
+    # installation, or this one before a restore). Its first write here starts above it (decision O19, version floor).
     "version_floor",
     metadata,
     Column("flid", Text, primary_key=True),

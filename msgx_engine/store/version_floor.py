@@ -1,4 +1,4 @@
-"""Versions and event ids that only grow on the production topics, whoever publishes (decision O19).
+"""Versions and event ids that only grow on the production topics, whoever publishes (decision O19, version floor).
 
 A consumer keeps, per flight, the highest ``event_id`` it took from ``msg`` and the highest
 ``STATE_VERSION`` from ``schd``, and drops what is not above (docs/delivery.md). Both numbers are

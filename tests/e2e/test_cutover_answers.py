@@ -47,7 +47,7 @@ def unexplained(run_as, env, against: str) -> int:  # noqa: F811
 def test_l16_the_shadow_applies_the_answer_to_productions_request(app, two, run_as):  # noqa: F811
     """OPS-3, C-23, D23 (L16): in a parallel run production asks for today 08:00-12:00 and the
     AODB answers; the shadow, which sent nothing, reads the request from COUTMSGS and applies the
-    answer with the same window: both end with A07, C15 and N10 live and B10 deleted, and
+    answer with the same window: both end with flights A07, C15 and N10 live and B10 deleted, and
     ``msgx compare`` finds no difference (before, the shadow skipped it as no_request and kept
     B10 without N10: a difference promote had to be told was known). The request it read does not
     make its database look like production's: its pump still starts."""
