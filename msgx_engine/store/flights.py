@@ -61,7 +61,7 @@ def _row_to_entry(spec: CollectionSpec, m: Mapping[str, Any]) -> dict[str, str]:
 
 # A batch of at most this many flights reads its detail rows one flight at a time through each
 # table's primary key (its first column is ``flid``), whatever PostgreSQL's statistics say; a larger
-# one (a day's snapshot, a whole-store read) lets the planner join (P39).
+# one (a day's snapshot, a whole-store read) lets the planner join (P39, group reads by key).
 BY_KEY_MAX = 512
 
 
