@@ -33,6 +33,7 @@ from msgx_engine.pipeline.group import GroupCommit
 from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
 from msgx_engine.pipeline.lookahead import Lookahead
 from msgx_engine.pipeline.outcomes import Applied, PostCommitHook, Regroup, StepKind, StepResult, Terminal
+from msgx_engine.pipeline.queue_floor import QueueFloor
 from msgx_engine.pipeline.source import BodySource
 from msgx_engine.pipeline.status import StatusRecorder, pid
 from msgx_engine.pipeline.transitions import projection_wait
@@ -69,14 +70,15 @@ class Grouping:
 
 
 def unit_of_work(grouping: Grouping | None, *, source: BodySource, status: StatusRecorder,
-                 hooks: Sequence[PostCommitHook], folds: bool, on_release: Callable[[], None] | None) -> UnitOfWork:
+                 hooks: Sequence[PostCommitHook], folds: bool, on_release: Callable[[], None] | None,
+                 floor: QueueFloor | None = None) -> UnitOfWork:
     """The unit of work for ``grouping``: one commit per message without one."""
     if grouping is None or grouping.messages <= 1:
         return OneMessage(source=source, status=status, hooks=hooks, folds=folds, on_release=on_release)
     return Grouped(group=GroupCommit(grouping.messages, grouping.max_s),
                    lookahead=Lookahead(min(grouping.messages, grouping.read_ahead)),
                    behind=WriteBehind(terminal=folds) if grouping.write_behind else None,
-                   source=source, status=status, hooks=hooks, folds=folds, on_release=on_release)
+                   source=source, status=status, hooks=hooks, folds=folds, on_release=on_release, floor=floor)
 
 
 class Grouped(UnitOfWork):
@@ -84,8 +86,9 @@ class Grouped(UnitOfWork):
 
     def __init__(self, *, group: GroupCommit[StepResult], lookahead: Lookahead, behind: WriteBehind | None,
                  source: BodySource, status: StatusRecorder, hooks: Sequence[PostCommitHook], folds: bool,
-                 on_release: Callable[[], None] | None) -> None:
+                 on_release: Callable[[], None] | None, floor: QueueFloor | None = None) -> None:
         super().__init__(source=source, status=status, hooks=hooks, folds=folds, on_release=on_release)
+        self.floor = floor or QueueFloor()
         self.group = group
         self.lookahead = lookahead
         self.behind = behind
@@ -105,7 +108,9 @@ class Grouped(UnitOfWork):
         lost = self._commit(conn) if self._applied else self._sent(conn)
         if lost is not None:
             return lost
-        heads = queue.heads(conn, pid=pid(conn), writer_row=locks.WRITER_ROW, limit=self.lookahead.size)
+        heads = queue.heads(conn, pid=pid(conn), writer_row=locks.WRITER_ROW, limit=self.lookahead.size,
+                            start=self.floor.start())
+        self.floor.saw(heads[0].msg_id if heads else None)
         if not heads:
             return None
         self.lookahead.keep_heads(conn, heads[1:])

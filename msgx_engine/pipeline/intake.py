@@ -50,6 +50,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
+from msgx_engine.pipeline.queue_floor import QueueFloor
 from msgx_engine.pipeline.request_adoption import adopt_sent
 from msgx_engine.redact import first_line
 from msgx_engine.store import queue
@@ -123,6 +124,7 @@ class Intake:
         self._last_late: datetime | None = None
         self._last_full: datetime | None = None
         self._sweep: int | None = None       # the id the rolling full scan reads on from (None: between sweeps)
+        self.floor = QueueFloor()            # lowered to each row registered (P40, queue floor)
         self._requests_read: int | None = None   # the largest COUTMSGS id read for requests (L16, verdicts from the
                                                  # mailbox)
 
@@ -295,10 +297,10 @@ class Intake:
         queue.record_full_scan(conn, self.clock.now())
         return found
 
-    @staticmethod
-    def _register(conn: Connection, new_ids: list[int], pos: queue.IntakePosition, now: datetime,
+    def _register(self, conn: Connection, new_ids: list[int], pos: queue.IntakePosition, now: datetime,
                   stats: IntakeStats, holes: list[int]) -> None:
         done = queue.register(conn, new_ids, pos.max_registered, now, holes, accounted_for=pos.accounted_for)
+        self.floor.lower(min(new_ids))
         stats.registered += done.registered
         stats.late_arrivals += len(done.late)
         stats.gaps_recorded += done.gaps_recorded

@@ -64,6 +64,7 @@ from msgx_engine.pipeline.outcomes import (
 )
 from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
+from msgx_engine.pipeline.queue_floor import QueueFloor
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.status import StatusRecorder
 from msgx_engine.pipeline.transitions import (
@@ -101,6 +102,7 @@ class Processor:
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
     grouping: Grouping | None = None                  # the pump's group commit (``pump.compose_pump``)
     on_release: Callable[[], None] | None = None      # called after a commit that made messages terminal
+    queue_floor: QueueFloor | None = None             # where the head query starts (P40, queue floor; the intake's)
     # whether the state database holds any version floor (O19): read when the pump is composed;
     # only the cut-over commands and ``msgx recover`` write floors, never while a pump runs, so a
     # database without any lets a new flight skip the look-up
@@ -109,7 +111,8 @@ class Processor:
     def __post_init__(self) -> None:
         self.status = StatusRecorder(self.clock, self.policy, self.identity_window)
         self.uow = unit_of_work(self.grouping, source=self.source, status=self.status, hooks=self.post_commit,
-                                folds=self.folds_transactions, on_release=self.on_release)
+                                folds=self.folds_transactions, on_release=self.on_release,
+                                floor=self.queue_floor)
 
     @property
     def folds_transactions(self) -> bool:

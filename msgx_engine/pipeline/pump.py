@@ -109,7 +109,7 @@ def compose_pump(engine: Engine, processor: Processor, intake: Intake, backfill:
     dispatcher's wake-up: delivery follows the commit) after each commit that released events.
     The processor's body source comes along with what it has read already."""
     options = options or PumpOptions()
-    pumped = replace(processor, grouping=options.grouping(), on_release=on_release)
+    pumped = replace(processor, grouping=options.grouping(), on_release=on_release, queue_floor=intake.floor)
     return Pump(engine, pumped, intake, backfill, options, **kw)
 
 

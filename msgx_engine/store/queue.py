@@ -72,7 +72,7 @@ _HEAD_SQL = (
     f"SELECT {', '.join(c if '(' in c else f'p.{c}' for c in _HEAD_COLUMNS)}, "
     "(SELECT max(g.first_seen_at) FROM intake_gap g WHERE g.msg_id < p.msg_id "
     "AND g.passed_at IS NULL AND g.arrived_at IS NULL) AS gap_seen, (SELECT held FROM w) AS writer_held "
-    f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} ORDER BY p.msg_id LIMIT %(limit)s")
+    f"FROM proc_state p WHERE p.status IN {_OPEN_SQL} AND p.msg_id >= %(start)s ORDER BY p.msg_id LIMIT %(limit)s")
 
 
 def head(conn: Connection, *, pid: int, writer_row: str) -> QueueHead | None:
@@ -82,10 +82,11 @@ def head(conn: Connection, *, pid: int, writer_row: str) -> QueueHead | None:
     return found[0] if found else None
 
 
-def heads(conn: Connection, *, pid: int, writer_row: str, limit: int) -> list[QueueHead]:
+def heads(conn: Connection, *, pid: int, writer_row: str, limit: int, start: int = 0) -> list[QueueHead]:
     """The head and up to ``limit - 1`` open messages after it, in id order, in the one statement
-    that locks the writer row: a group's later heads as they stand in this transaction (P11, read-ahead)."""
-    rows = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row, "limit": limit})
+    that locks the writer row: a group's later heads as they stand in this transaction (P11, read-ahead).
+    ``start``: no message below this id is open (the pump's ``QueueFloor``, P40, queue floor)."""
+    rows = conn.exec_driver_sql(_HEAD_SQL, {"pid": pid, "name": writer_row, "limit": limit, "start": start})
     return [QueueHead(*row) for row in rows]
 
 

@@ -11,6 +11,7 @@ generically, sequential scans disabled: a plan that does not name the partial in
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -23,6 +24,8 @@ NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 # each read, and the partial index it is meant to read
 READS = {
     "queue.low_water": (lambda c: queue.low_water(c, 0), ("proc_state_open_idx", "backfill_todo_pending_idx")),
+    "queue.heads": (lambda c: queue.heads(c, pid=-1, writer_row="writer", limit=64, start=19_991),
+                    ("proc_state_open_idx",)),
     "queue.open_count": (queue.open_count, ("proc_state_open_idx",)),
     "queue.head_summary": (queue.head_summary, ("proc_state_open_idx",)),
     "queue.open_ids_after": (lambda c: queue.open_ids_after(c, 0, 10), ("proc_state_open_idx",)),
@@ -84,3 +87,31 @@ def test_the_read_uses_its_partial_index_in_a_generic_plan_p38(engine, read):
     assert plans, f"{read} prepared no statement"
     for index in indexes:
         assert any(index in plan for plan in plans), f"{read}: no generic plan reads {index}:\n" + "\n\n".join(plans)
+
+
+def test_the_head_query_starts_at_the_pumps_floor_not_at_the_finished_messages_p40(pg_dbs):
+    """P40, queue floor: a backlog's finished messages leave dead entries in the open messages'
+    partial index until VACUUM runs (autovacuum off here, as on a server that has it off or
+    behind). Read from the pump's floor, the head query touches a few pages; from the index's
+    start it walks every finished entry. Both find the same heads."""
+    engine = make_engine(pg_dbs.fresh())
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE proc_state SET (autovacuum_enabled = false)"))
+            conn.execute(text("INSERT INTO proc_state (msg_id, status) SELECT g, 'PENDING' FROM generate_series(1, 50000) g"))
+        with engine.begin() as conn:       # the backlog drained but its last 10: each row left the index
+            conn.execute(text("UPDATE proc_state SET status = 'SUCCEEDED' WHERE msg_id <= 49990"))
+        buffers, found = {}, {}
+        for start in (0, 49_991):
+            with engine.begin() as conn:
+                found[start] = [h.msg_id for h in queue.heads(conn, pid=-1, writer_row="writer", limit=64, start=start)]
+                sql = queue._HEAD_SQL.replace("%(pid)s", "-1").replace("%(name)s", "'writer'").replace(
+                    "%(limit)s", "64").replace("%(start)s", str(start))
+                plan = "\n".join(r[0] for r in conn.exec_driver_sql("EXPLAIN (ANALYZE, BUFFERS) " + sql))
+                top = re.search(r"Buffers: shared hit=(\d+)(?: read=(\d+))?", plan)     # the whole statement's
+                assert top is not None, plan
+                buffers[start] = int(top.group(1)) + int(top.group(2) or 0)
+        assert found[0] == found[49_991] == list(range(49_991, 50_001))
+        assert buffers[49_991] * 10 < buffers[0], buffers
+    finally:
+        engine.dispose()
