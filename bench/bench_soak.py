@@ -27,6 +27,15 @@ and dead rows (``pg_stat_user_tables``).
 for), while new traffic arrives at ``--peak-rate``; prints when the backlog was drained and what
 the new traffic waited meanwhile.
 
+``--shape churn --flights F``: instead of airport days, FLOP/GTDT messages (one to three gates, a
+different set each round) round after round over F flights (3,000): each flight changes every F
+messages, about a hundred times in a 300,000-message backlog, as in a busy day compressed or a long
+outage's catch-up; its detail rows, events and queue entries are rewritten while the pump runs.
+
+``--statements``: a private PostgreSQL cluster loading ``pg_stat_statements`` (autovacuum off, as on
+the shared server; with ``--private-pg`` on); the report adds the statements whose time per message
+grew most from the second tenth to the ninth, with their calls and buffers per call.
+
 ``--backlog N --no-delivery``: N messages are in the mailbox before the pump starts (``msgx pump
 --drain``) and no dispatcher runs, as in a delivery outage: every event stays in the outbox. The
 latency is then the pump's step (from its previous commit to the one that made a message
@@ -52,7 +61,8 @@ parameters (fill factors, autovacuum thresholds) reset to PostgreSQL's defaults,
 Usage: ``.venv/bin/python bench/bench_soak.py [--messages 1000000] [--day-messages 100000]
 [--ahead 1000] [--rate R] [--archive-every N] [--retain-days 2] [--stored-flights N] [--backlog N]
 [--no-delivery] [--then-latency K] [--outage-hours H --peak-rate R --after-s 180] [--dagster] [--private-pg]
-[--without-upkeep] [--vacuum-every S]``. Sized for 1,000,000 messages in under an hour at 280
+[--without-upkeep] [--vacuum-every S] [--shape churn --flights 3000] [--statements]``.
+Sized for 1,000,000 messages in under an hour at 280
 msg/s or more; develop with ``--messages 20000 --day-messages 8000``. Not a test: nothing asserts
 a timing.
 """
