@@ -98,7 +98,8 @@ def test_the_head_query_starts_at_the_pumps_floor_not_at_the_finished_messages_p
     try:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE proc_state SET (autovacuum_enabled = false)"))
-            conn.execute(text("INSERT INTO proc_state (msg_id, status) SELECT g, 'PENDING' FROM generate_series(1, 50000) g"))
+            conn.execute(text("INSERT INTO proc_state (msg_id, status) "
+                              "SELECT g, 'PENDING' FROM generate_series(1, 50000) g"))
         with engine.begin() as conn:       # the backlog drained but its last 10: each row left the index
             conn.execute(text("UPDATE proc_state SET status = 'SUCCEEDED' WHERE msg_id <= 49990"))
         buffers, found = {}, {}
