@@ -18,7 +18,8 @@ Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, U
 C-29 (one oversize Kafka record holds back only its own flight), OPS-2 and F18 (a blocked log
 output does not block processing), F1 with US-08 AC3 and C-24 (a host clock step neither times a
 request out early nor late). docs/faults.md lists every row for the operator.
-The observed outcome of every row is printed (``-s``) as a line of the table.
+The observed outcome of every row is printed (``-s``) as a line of the table, and the time it took
+to recover as a ``RECOVERY`` line (``tests/recovery.py``; docs/faults.md's "measured" column).
 """
 
 from __future__ import annotations
