@@ -74,16 +74,17 @@ class Topology:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     sent: list[int] = field(default_factory=list)        # every mailbox id the tests put
 
-    def start(self, service: str, *, sigint_ignored: bool = False) -> None:
+    def start(self, service: str, *, sigint_ignored: bool = False, env: dict[str, str] | None = None) -> None:
         """Start a service with its compose command; ``sigint_ignored``: as a non-interactive shell
-        starts a command in the background (``… &`` in a script), with SIGINT ignored."""
+        starts a command in the background (``… &`` in a script), with SIGINT ignored; ``env``: more
+        of its environment (a preloaded library, for one)."""
         argv = local_command(COMPOSE["services"][service]["command"], self.ports[service], self.workspace)
         own = self.home / service          # its own folder (working directory and DAGSTER_HOME), as a container has
         own.mkdir(exist_ok=True)
         shutil.copy(self.home / "dagster.yaml", own / "dagster.yaml")
         log = (self.home / f"{service}.log").open("ab")
         ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
-        self.procs[service] = subprocess.Popen(argv, env={**self.env, "DAGSTER_HOME": str(own)}, cwd=own,
+        self.procs[service] = subprocess.Popen(argv, env={**self.env, **(env or {}), "DAGSTER_HOME": str(own)}, cwd=own,
                                                stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True, preexec_fn=ignore)
 

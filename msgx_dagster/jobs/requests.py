@@ -16,7 +16,7 @@
 
 import math
 from collections.abc import Callable
-from datetime import datetime, time, timedelta
+from datetime import datetime, timedelta
 from time import monotonic
 
 import dagster as dg
@@ -94,9 +94,11 @@ def registering_job(name: str, description: str,
 
 
 def rqfd_for_tomorrow(tracker: RequestTracker, now: datetime) -> list[Registered]:
-    """Tomorrow's whole operating day, local time (the SCHD RESP then replaces that day, US-06)."""
-    tomorrow = local(now).date() + timedelta(days=1)
-    return [tracker.register_rqfd(datetime.combine(tomorrow, time(0, 0)), datetime.combine(tomorrow, time(23, 59)))]
+    """Tomorrow's whole operating day, local time (the SCHD RESP then replaces that day, US-06),
+    once per day: a second run for the same day (the 22:00 tick again after the daemon host's
+    clock was stepped back across it) registers nothing (T12)."""
+    registered = tracker.register_day_plan(local(now).date() + timedelta(days=1))
+    return [registered] if registered is not None else []
 
 
 def rqrd_for_every_type(tracker: RequestTracker, now: datetime) -> list[Registered]:

@@ -49,6 +49,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from datetime import time as dt_time
+from typing import overload
 
 from sqlalchemy import Connection, Engine
 
@@ -133,16 +135,42 @@ class RequestTracker:
         sis.rqfd_body(start_text, end_text)          # validate now, not at send time
         return self._register(sis.RQFD, sis.RQFD_STYP, fday, start_text, end_text)
 
+    def register_day_plan(self, day: date) -> Registered | None:
+        """The scheduled day plan: an RQFD for the whole of ``day`` (00:00-23:59 local), unless one
+        for that day and window was registered before and stands (any status but EXPIRED): then
+        None and nothing is written (T12). The 22:00 schedule's tick follows the Dagster daemon
+        host's clock, so a clock stepped back across 22:00, or a tick run twice, runs the job again
+        for the same day: the AODB is asked once. (``msgx request rqfd`` and ``POST /schd/sync``
+        use ``register_rqfd``: an operator who asks again is asked for.)"""
+        start, end = datetime.combine(day, dt_time(0, 0)), datetime.combine(day, dt_time(23, 59))
+        return self._register(sis.RQFD, sis.RQFD_STYP, sis.rqfd_day(start, end), sis_time(start), sis_time(end),
+                              once=True)
+
     def register_rqrd(self, rtype: str) -> Registered:
         """Register a reference-data request for one of the 23 types."""
         return self._register(sis.RQRD, sis.check_rtype(rtype), None, None, None)
 
+    @overload
     def _register(self, rtype: str, styp: str, fday: date | None, start_text: str | None,
-                  end_text: str | None) -> Registered:
+                  end_text: str | None) -> Registered: ...
+
+    @overload
+    def _register(self, rtype: str, styp: str, fday: date | None, start_text: str | None,
+                  end_text: str | None, *, once: bool) -> Registered | None: ...
+
+    def _register(self, rtype: str, styp: str, fday: date | None, start_text: str | None,
+                  end_text: str | None, *, once: bool = False) -> Registered | None:
+        """``once``: None, writing nothing, when a request of this kind for ``fday`` and window
+        stands already (decided under the registration lock, so two at once cannot both miss it)."""
         now = self.clock.now()
         with self.engine.begin() as conn:
             locks.lock_request_registration(conn, rtype, styp)
             cutover_state.refuse_requests(conn)
+            if once and fday is not None and (
+                    asked := store.asked_already(conn, rtype, styp, fday, start_text, end_text)) is not None:
+                log.info("%s for %s not registered again: request %s (%s) asks for it already",
+                         rtype, fday, *asked)
+                return None
             expired = store.expire_unsent(conn, rtype, styp, now)
             req_id = store.insert_registered(conn, rtype, styp, fday, start_text, end_text, now)
             store.note_superseded(conn, expired, req_id)

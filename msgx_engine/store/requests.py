@@ -137,6 +137,17 @@ def expire_unsent(conn: Connection, rtype: str, styp: str, now: datetime) -> lis
     return list(expired)
 
 
+def asked_already(conn: Connection, rtype: str, styp: str, fday: date, start_text: str | None,
+                  end_text: str | None) -> tuple[int, str] | None:
+    """The latest request of this kind for ``fday`` and the same window that stands (any status but
+    EXPIRED: registered, in flight, answered, failed or timed out): its id and status (T12)."""
+    found = conn.execute(select(_c.req_id, _c.status).where(
+        _c.rtype == rtype, _c.styp == styp, _c.fday == fday, _c.start_text.is_not_distinct_from(start_text),
+        _c.end_text.is_not_distinct_from(end_text), _c.status != RequestStatus.EXPIRED)
+        .order_by(_c.req_id.desc()).limit(1)).first()
+    return (int(found.req_id), str(found.status)) if found is not None else None
+
+
 def insert_registered(conn: Connection, rtype: str, styp: str, fday: date | None, start_text: str | None,
                       end_text: str | None, now: datetime) -> int:
     """A new REGISTERED request; its id."""

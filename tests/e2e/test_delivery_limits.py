@@ -25,6 +25,7 @@ from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.outbox import SendPolicy
 from msgx_engine.store.tables import msg_event
 from tests.builders import gtdt
+from tests.recovery import recovery
 
 UNDELIVERABLE = "x" * 1_200_000   # over the producer's 1 MB message.max.bytes: refused locally, every time
 
@@ -148,8 +149,11 @@ def freeze_run(settings, clock, broker, *, delivery_timeout_s: float, freeze_s: 
             time.sleep(freeze_s)          # the fault: how long the broker stays frozen
         finally:
             os.kill(pid, signal.SIGCONT)
+            thawed = time.monotonic()
         wait_for("every event delivered after the thaw", lambda: all(r.sent_at for r in msg_rows(app)),
                  timeout_s=delivery_timeout_s + 120)
+        recovery(f"broker frozen {freeze_s:.0f} s under a {delivery_timeout_s:.0f} s delivery timeout", thawed,
+                 "the thaw -> last event delivered")
     finally:
         stop.set()
         thread.join(delivery_timeout_s + 60)

@@ -18,7 +18,8 @@ Proves US-03 AC6/AC8, INV-17b, INV-20b, INV-8, INV-23, US-09 AC2, C-15, OPS-1, U
 C-29 (one oversize Kafka record holds back only its own flight), OPS-2 and F18 (a blocked log
 output does not block processing), F1 with US-08 AC3 and C-24 (a host clock step neither times a
 request out early nor late). docs/faults.md lists every row for the operator.
-The observed outcome of every row is printed (``-s``) as a line of the table.
+The observed outcome of every row is printed (``-s``) as a line of the table, and the time it took
+to recover as a ``RECOVERY`` line (``tests/recovery.py``; docs/faults.md's "measured" column).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN, read_topic
 from tests.e2e.test_pipeline_crash import outcome
 from tests.private_servers import PrivateServers, start_private_servers, wait_for
+from tests.recovery import recovery
 from tests.silent_proxy import SilentProxy
 
 N = 400
@@ -326,10 +328,25 @@ def converged(inst: Install, reference: dict, *, events: str = "equal", marks: i
     events twice: arrival order changes events, never doubles them). ``skipped``: the mailbox id
     an operator skipped (its row is gone: it has no effect, no events and no mark)."""
     got = outcome(inst.db_url, inst.mailbox_url)
+    as_reference(got, reference, events=events, skipped=skipped)
+    writes = inst.mark_writes()
+    assert len(writes) == N - (skipped is not None) and set(writes.values()) == {marks}, \
+        f"marks written {set(writes.values())} times"
+    drift = inst.projection_drift() if inst.redis_db is not None else None
+    assert drift in (None, 0), f"Redis projection differs from PostgreSQL on {drift} flight(s)"
+    return {"terminal": len(got["terminal_writes"]), "events": len(got["events"]), "drift": drift}
+
+
+def as_reference(got: dict, reference: dict, *, events: str = "equal", skipped: int | None = None,
+                 n: int = N) -> None:
+    """The comparison ``converged`` makes, for any run of ``n`` mailbox rows (``bench/`` reuses
+    it): ``got`` and ``reference`` as ``outcome`` returns them. Nothing lost (every row terminal
+    with the reference's verdict), nothing doubled (each terminal status written once, events as
+    the reference's), nothing rewound (flights and gates as the reference's), nothing left open."""
     expected = [(i, "SKIPPED", "operator_skip", None) if i == skipped else (i, s, r, d)
                 for i, s, r, d in reference["statuses"]]
     assert got["statuses"] == expected, "a message lost or with another verdict"
-    assert set(got["terminal_writes"].values()) == {1} and len(got["terminal_writes"]) == N
+    assert set(got["terminal_writes"].values()) == {1} and len(got["terminal_writes"]) == n
     assert got["gates"] == reference["gates"], "flight state differs from the in-order reference"
     assert [f[0] for f in got["flights"]] == [f[0] for f in reference["flights"]]
     if events == "equal":
@@ -339,12 +356,6 @@ def converged(inst: Install, reference: dict, *, events: str = "equal", marks: i
         per_message = Counter((e[0], e[1], e[2]) for e in got["events"])
         assert max(per_message.values()) == 1, "a message's events were written twice"
     assert got["todo_open"] == 0 and got["unmarked"] == 0
-    writes = inst.mark_writes()
-    assert len(writes) == N - (skipped is not None) and set(writes.values()) == {marks}, \
-        f"marks written {set(writes.values())} times"
-    drift = inst.projection_drift() if inst.redis_db is not None else None
-    assert drift in (None, 0), f"Redis projection differs from PostgreSQL on {drift} flight(s)"
-    return {"terminal": len(got["terminal_writes"]), "events": len(got["events"]), "drift": drift}
 
 
 # --- the rows --------------------------------------------------------------------------------------
@@ -364,8 +375,10 @@ def kill_at(step: str) -> Callable[[Lab, dict], str]:
         mid = inst.count("status IN ('SUCCEEDED','SKIPPED','DEAD')")
         todos = inst.query("SELECT count(*) AS n FROM backfill_todo WHERE status = 'PENDING'")[0].n
         assert 0 < mid and (mid < N or todos), "the kill left nothing to redo"
+        restarted = time.monotonic()
         done = inst.pump()
         assert done.returncode == 0, done.stderr[-2000:]
+        recovery(f"kill -9 of the pump {step.split(':')[0]}", restarted, "pump started again -> last row processed")
         c = converged(inst, reference)
         return f"killed with {mid}/{N} terminal; restart finished; {c['events']} events as reference, drift 0"
     return run
@@ -407,11 +420,13 @@ def postgres_killed(lab: Lab, reference: dict) -> str:
         lab.servers.pg.kill()
         runner.release()
         wait_for(_started(lab.servers.pg), "PostgreSQL to start again after its kill", 60)
+        back = time.monotonic()
         rc, err = runner.finish()
     finally:
         runner.stop()
     assert rc == 0, err[-2000:]
     assert "reconnected" in err
+    recovery("PostgreSQL killed", back, "PostgreSQL started -> last row processed")
     converged(inst, reference)
     return "pump reconnected and re-took its lock; every row once; state, events, marks as reference"
 
@@ -445,6 +460,7 @@ def mariadb_away(lab: Lab, reference: dict, *, clean: bool) -> str:
         # SUCCEEDED rows before and after proves nothing and failed once when no group committed.)
         wait_for(lambda: again.with_name(again.name + ".held").exists(), "the pump to go on without the mailbox", 120)
         lab.servers.mariadb.start()
+        back = time.monotonic()
         again.unlink()
         rc, err = runner.finish()
     finally:
@@ -457,6 +473,7 @@ def mariadb_away(lab: Lab, reference: dict, *, clean: bool) -> str:
         restarts += 1
         assert restarts <= 5
         assert inst.pump().returncode == 0
+    recovery(f"MariaDB {'shut down' if clean else 'killed'}", back, "MariaDB started -> last row processed and marked")
     converged(inst, reference)
     return (f"{'shut down' if clean else 'killed'}: processing went on from registered rows; marks backed off "
             f"and followed ({restarts} more "
@@ -481,10 +498,12 @@ def redis_outage(lab: Lab, reference: dict) -> str:
         assert inst.count(f"msg_id > {int(head[0].msg_id)} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0, \
             "a later message overtook the waiting head"
         lab.servers.redis.start()
+        back = time.monotonic()
         rc, err = runner.finish()
     finally:
         runner.stop()
     assert rc == 0, err[-2000:]
+    recovery("Redis killed", back, "Redis started -> last row processed")
     c = converged(inst, reference)
     return (f"head {head[0].msg_id} waited open: {head[0].looks} looks, next in {head[0].delay:.0f}s (the cap), "
             f"0 attempts used, nothing overtook it, never DEAD; after Redis returned all done, drift {c['drift']}")
@@ -508,7 +527,9 @@ def redis_black_holed(lab: Lab, reference: dict) -> str:
             assert inst.count(f"msg_id > {int(head[0].msg_id)} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0, \
                 "a later message overtook the waiting head"
             proxy.holding.clear()
+            back = time.monotonic()
             rc, err = runner.finish()
+            recovery("Redis black-holed", back, "bytes flow again -> last row processed")
         finally:
             runner.stop()
     finally:
@@ -536,7 +557,10 @@ def log_sink_blocked(lab: Lab, reference: dict) -> str:
         os.set_blocking(write_end, True)
         inst, runner = pump_mid_run(lab, stderr=write_end, MSGX_LOG_LEVEL="INFO")
         try:
+            released = time.monotonic()
             rc, _ = runner.finish(timeout=240)
+            recovery("log sink blocked", released, "never lifted: pump released mid-run -> last row processed, "
+                     "the sink still full")
         finally:
             runner.stop()
     finally:
@@ -601,8 +625,10 @@ def broker_killed(lab: Lab, reference: dict) -> str:
                 msg_event.c.topic == "msg", msg_event.c.sent_at.is_(None)))}
         assert unsent and sent() + len(unsent) == total
         lab.servers.tansu.start()
+        back = time.monotonic()
         dispatcher(120, lambda: sent() == total).run()      # the next scheduled run (the events back off first)
         assert sent() == total, "the next dispatcher run left events unsent"
+        recovery("tansu killed", back, "tansu started -> last event delivered by the next dispatcher run")
     finally:
         engine.dispose()
     records = read_topic(bootstrap, topic, len(unsent))
@@ -639,8 +665,10 @@ def kafka_oversize_record(lab: Lab, reference: dict) -> str:
     assert not stuck[2] and stuck[3] == 1 and "too large" in stuck[4].lower()
     _execute(inst, "UPDATE msg_event SET payload = :p, next_send_at = NULL WHERE event_id = :e",
              p=payload, e=head)       # the operator's repair
+    repaired = time.monotonic()
     again = inst.msgx("dispatch", "--drain", **kafka)
     assert again.returncode == 0, again.stdout + again.stderr
+    recovery("one Kafka record too large", repaired, "the operator's repair -> last event delivered by msgx dispatch")
     records = read_topic(bootstrap, topic, len(rows))
     order: dict[str, list[int]] = {}
     for r in records:
@@ -671,8 +699,10 @@ def row_deleted_before_processing(lab: Lab, reference: dict) -> str:
     assert inst.count(f"msg_id > {gone} AND status IN ('SUCCEEDED','SKIPPED','DEAD')") == 0
     skip = inst.msgx("skip", str(gone), "--operator", "fault-matrix", "--reason", "row deleted in the mailbox")
     assert skip.returncode == 0, skip.stdout + skip.stderr
+    skipped = time.monotonic()
     done = inst.pump()
     assert done.returncode == 0, done.stderr[-2000:]
+    recovery("a registered row deleted", skipped, "msgx skip done -> last row processed by the next drain")
     converged(inst, reference, events="single", skipped=gone)
     return (f"head {gone} waited open with an ALERT (the drain ended there), nothing overtook it; msgx skip "
             "(audited) ended it SKIPPED(operator_skip); the next drain did the rest, as reference")
@@ -692,8 +722,10 @@ def restore_from_older_dump(lab: Lab, reference: dict) -> str:
     assert f"{N - N // 2} row(s) with ids {N // 2 + 1}..{N}" in refused.stderr
     preview = inst.msgx("recover")
     assert preview.returncode == 0 and f"{N // 2 + 1}-{N}" in preview.stdout, preview.stdout + preview.stderr
+    applied = time.monotonic()
     done = inst.msgx("recover", "--apply", "--operator", "fault-matrix", "--reason", "restored from an older dump")
     assert done.returncode == 0, done.stdout + done.stderr
+    recovery("state restored from an older pg_dump", applied, "msgx recover --apply started -> it ended, all replayed")
     audit = inst.query("SELECT action, operator, outcome FROM operator_audit")
     assert [(a.action, a.operator) for a in audit] == [("recover", "fault-matrix")]
     converged(inst, reference)
@@ -709,7 +741,9 @@ def two_installations(lab: Lab, reference: dict) -> str:
     try:
         wait_for(lambda: first.count("status IN ('SUCCEEDED','SKIPPED','DEAD')") == N and not _unmarked(first),
                  "the first installation to process everything", 180)
+        tried = time.monotonic()
         other = second.pump()
+        recovery("two installations on one mailbox", tried, "the second pump started -> it exited naming the holder")
     finally:
         runner.stop()
     assert other.returncode == 3, other.stdout + other.stderr
@@ -731,10 +765,13 @@ def clock_stepped_back(lab: Lab, reference: dict) -> str:
     try:
         wait_for(lambda: _gap_seen(inst, hole), "the gap to be recorded")
         offset.write_text("-3600")
+        stepped = time.monotonic()
         rc, err = runner.finish(timeout=120)       # the old clock stalled for an hour here
     finally:
         runner.stop()
     assert rc == 0, err[-2000:]
+    recovery("host clock stepped back 1 h in a gap grace", stepped,
+             "the step -> the pump done, the gap passed after its grace")
     passed = inst.query("SELECT passed_at IS NOT NULL AS passed FROM intake_gap WHERE msg_id = :h", h=hole)
     assert passed and passed[0].passed
     _insert_at(inst.mailbox_url, hole, bodies[hole - 1])
@@ -764,6 +801,7 @@ def clock_stepped_forward(lab: Lab, reference: dict) -> str:
         mb.close()
         runner.stop()
     assert rc == 0, err[-2000:]
+    recovery("host clock stepped forward 1 h in a gap grace", time_stepped, "the step -> last row processed, in order")
     row = inst.query("SELECT late_arrival FROM proc_state WHERE msg_id = :h", h=hole)
     gap = inst.query("SELECT passed_at IS NULL AS waiting, arrived_at IS NOT NULL AS arrived "
                      "FROM intake_gap WHERE msg_id = :h", h=hole)
@@ -817,7 +855,10 @@ def clock_stepped_during_requests(lab: Lab, reference: dict) -> str:
         assert forward.age < 30, "the machine was too slow to step the clock inside the timeout"
         assert forward.status == "SENT", "the forward step timed the request out early"
         rounds_under(-3600)
+        stepped_back = time.monotonic()
         wait_for(lambda: inst.query(sent_age)[0].status != "SENT", "the request to time out", 60)
+        recovery("host clock stepped under request tracking", stepped_back,
+                 "the back step seen by a tracking round -> the request timed out (30 s after it was sent)")
         closed = inst.query(sent_age)[0]
     finally:
         tracking.stop()
@@ -880,6 +921,7 @@ def postgres_disk_full(lab: Lab, reference: dict) -> str:
             logs = "".join(r.log.read_text() for r in runs)
             head = inst.query("SELECT msg_id, attempts FROM proc_state WHERE status = 'FAILED'")
             filler.unlink()
+            space_back = time.monotonic()
             runs[-1].finish(timeout=240)        # started while the disk was full, it may have exited 1
         finally:
             for r in runs:
@@ -889,6 +931,7 @@ def postgres_disk_full(lab: Lab, reference: dict) -> str:
             if inst.count("TRUE") == N and not _unmarked(inst) and not inst.count("status = 'FAILED'"):
                 break
             assert inst.pump().returncode == 0
+        recovery("PostgreSQL out of disk space", space_back, "the space returned -> last row processed and marked")
         c = converged(inst, reference)
     finally:
         if inst is not None:
@@ -928,6 +971,7 @@ def late_smaller_ids(lab: Lab, reference: dict) -> str:
             wait_for(lambda: bool(inst.query("SELECT 1 FROM intake_gap WHERE msg_id = :m AND passed_at IS NOT NULL",
                                              m=late)), "the head to pass the gap", 120)
             mb.commit()
+            committed = time.monotonic()
             rc, err = runner.finish()
         finally:
             runner.stop()
@@ -935,6 +979,7 @@ def late_smaller_ids(lab: Lab, reference: dict) -> str:
         mb.close()
     assert rc == 0, err[-2000:]
     assert inst.pump().returncode == 0                 # the sensor's next run, if the first had ended
+    recovery("a late smaller id", committed, "the late row committed -> last row processed")
     row = inst.query("SELECT late_arrival FROM proc_state WHERE msg_id = :m", m=late)
     assert row and row[0].late_arrival
     c = converged(inst, reference, events="single")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from collections import Counter
 
 import pytest
@@ -18,6 +19,7 @@ from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.store.tables import detail_tables, flight_schd, msg_event, proc_state, proc_state_hst
 from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN
+from tests.recovery import recovery
 
 N = 1000
 
@@ -113,8 +115,11 @@ def test_sigkill_at_each_step_then_restart(fault, reference, pg_dbs, mysql_dbs, 
     assert killed.returncode == -9, f"the fault {fault} did not fire: rc={killed.returncode} {killed.stderr[-1000:]}"
     mid = outcome(db, mb)
     assert 0 < sum(1 for _, s, _, _ in mid["statuses"] if s in ("SUCCEEDED", "SKIPPED", "DEAD")) < N
+    restarted = time.monotonic()
     done = pump(db, mb, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+    recovery(f"pump killed at {fault.split(':')[0]} (1,000 rows)", restarted,
+             "pump started again -> last row processed")
     got = outcome(db, mb)
     assert got["statuses"] == reference["statuses"]                      # every row terminal, same verdict
     assert set(got["terminal_writes"].values()) == {1} and len(got["terminal_writes"]) == N   # exactly once

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import replace
 
 import pymysql
@@ -24,6 +25,7 @@ from tests.conftest import MSGX_BIN
 from tests.e2e.test_pipeline_crash import fill
 from tests.pipeline_support import drain_now, proc, register
 from tests.private_servers import PG_BIN, PrivateMariaDB, PrivatePostgres, private_postgres_root, wait_for
+from tests.recovery import recovery
 
 
 @pytest.fixture
@@ -63,9 +65,11 @@ def test_mariadb_stopped_during_processing(settings, clock, private_mariadb):
                                         backfill_todo.c.last_error)).fetchall()
         assert len(todos) == 30 and all(t.status == "PENDING" and t.attempts >= 1 and t.last_error for t in todos)
         private_mariadb.start()
+        back = time.monotonic()
         clock.advance(2)
         summary = drain_now(app)
         assert summary.marked == 30
+        recovery("MariaDB stopped during processing", back, "MariaDB started -> every mark written")
         assert all(v is not None for v in app.mailbox.processed_at(ids).values())
     finally:
         app.dispose()
@@ -107,7 +111,10 @@ def test_postgres_restarted_under_a_running_pump(private_postgres, mysql_dbs, tm
     try:
         wait_for(lambda: terminal_count() >= 150, "the pump to be mid-run", timeout=120)
         private_postgres.ctl("restart")
+        back = time.monotonic()
         out, err = runner.communicate(timeout=300)
+        recovery("PostgreSQL restarted under a running pump", back,
+                 "PostgreSQL restarted -> last of 1,000 rows processed")
     finally:
         if runner.poll() is None:
             runner.kill()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import psycopg
@@ -15,6 +16,7 @@ import pytest
 
 from tests.builders import gtdt
 from tests.conftest import PG_ADMIN
+from tests.recovery import recovery
 
 
 def plain(url: str) -> str:
@@ -69,7 +71,10 @@ def test_backup_restore_and_recover_end_equal_to_the_state_before_the_loss(setti
     assert code == 4 and "msgx recover" in err                    # behind the mailbox: refused, nothing applied
     code, out, _ = cli_run("recover")
     assert code == 0 and "msgx recover --apply --operator NAME --reason TEXT" in out
+    applied = time.monotonic()
     code, out, err = cli_run("recover", "--apply", "--operator", "ops", "--reason", "restored from the nightly dump")
+    recovery("the state database lost and restored from a backup", applied,
+             "msgx recover --apply started -> it ended, the later rows replayed")
     assert code == 0, err
     assert out.startswith(f"recovered {len(later)} message(s)")
     assert json.loads(out.splitlines()[1])["statuses"] == {"SUCCEEDED": len(later)}

@@ -14,22 +14,35 @@ by its schedule within two minutes; nothing is lost or doubled on the way. A run
 through the viewers' webserver, which shares no folder with the code server but the runs' logs. The
 viewers' webserver refuses
 launches, terminations and sensor or schedule switches; a launch through the operators' webserver
-is tagged with the user the authenticating proxy names."""
+is tagged with the user the authenticating proxy names. A code server given SIGTERM under a running
+pump launches nothing and exits; the daemon stopped for 90 s leaves the running pump going. The
+daemon's clock stepped past 22:00, back an hour across it and past it again asks the AODB for the
+day plan once."""
+
 
 from __future__ import annotations
 
 import os
+import re
 import signal
+import textwrap
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
+from datetime import time as dt_time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 import psutil
 import pytest
 from sqlalchemy import text
 
+from msgx_engine.clock import DatabaseClock
+from msgx_engine.db import make_engine
 from msgx_engine.mailbox.adapter import Mailbox
+from msgx_engine.requests.tracker import RequestTracker
+from tests.recovery import recovery
 from tests.topology_support import (
     BACK_WITHIN_S,
     LAUNCH,
@@ -181,6 +194,7 @@ def test_a_killed_pump_run_worker_is_replaced_within_a_minute(topology):
     killed_at = time.monotonic()
     put(topology, "K2", "K3")
     replaced_within_a_minute(topology, before, killed_at)
+    recovery("pump run worker killed", killed_at, "the kill -> a new pump run holds the writer lock")
     assert topology.run_status(before) == dg.DagsterRunStatus.FAILURE
     assert_each_once(topology)
 
@@ -205,12 +219,15 @@ def test_pump_and_request_tracking_are_back_after_the_code_server_dies_with_its_
     assert pid in killed and tracking_pid in killed
     put(topology, "C2", "C3")
     topology.start("codeserver")
+    restarted = time.monotonic()
     topology.wait("the code server answers again", topology.code_server_answers, BACK_WITHIN_S)
     print(f"code server answers {time.monotonic() - killed_at:.1f} s after the kill")
     topology.wait("the orphaned run is failed",
                   lambda: topology.run_status(before) == dg.DagsterRunStatus.FAILURE, BACK_WITHIN_S)
     print(f"orphaned run failed {time.monotonic() - killed_at:.1f} s after the kill")
     replaced_within_a_minute(topology, before, killed_at)
+    recovery("code server killed with its runs", restarted,
+             "the code server started again -> a new pump run holds the writer lock")
     assert topology.run_status(before) == dg.DagsterRunStatus.FAILURE
     assert "inbox_sensor marks it failed" in failure_message(topology, before)
     assert_each_once(topology)
@@ -276,9 +293,12 @@ def test_code_server_stopped_with_sigterm_under_a_running_pump_launches_nothing_
     assert not started
     put(topology, "S2")
     topology.start("codeserver")
+    restarted = time.monotonic()
     topology.wait("the code server answers again", topology.code_server_answers, START_DEADLINE_S)
     topology.wait("a new pump run holds the writer lock", lambda: (r := topology.running_pump()) != before and r,
                   BACK_WITHIN_S)
+    recovery("code server stopped with SIGTERM under a running pump", restarted,
+             "the code server started again -> a new pump run holds the writer lock")
     assert_each_once(topology)
 
 DAEMON_AWAY_S = 90.0    # the daemon's outage, compressed from the ten minutes of a long maintenance
@@ -306,13 +326,15 @@ def test_the_pump_goes_on_while_the_daemon_is_stopped_and_the_daemon_comes_back(
                       BACK_WITHIN_S)
         time.sleep(10)                            # rows arrive over the whole outage
     assert_each_once(topology)
-    restarted = time.time()
+    restarted, started_at = time.time(), time.monotonic()
     topology.start("daemon")
 
     def beats() -> bool:
         with topology.instance() as instance:
             return any(h.timestamp > restarted for h in instance.get_daemon_heartbeats().values())
     topology.wait("the daemon beats again", beats, BACK_WITHIN_S)
+    recovery(f"Dagster daemon stopped for {DAEMON_AWAY_S:.0f} s", started_at,
+             "the daemon started again -> it beats (the pump never stopped)")
     assert topology.running_pump() == before, "the pump run changed while the daemon was away"
     assert [r.run_id for r in topology.pump_runs(dg.DagsterRunStatus.STARTED)] == [before]
     print(f"daemon away {DAEMON_AWAY_S:.0f} s: {arrived} rows processed meanwhile by pump run {before}")
@@ -321,3 +343,145 @@ def test_the_pump_goes_on_while_the_daemon_is_stopped_and_the_daemon_comes_back(
 def _processed(topology: Topology) -> int:
     with topology.state() as conn:
         return int(conn.execute(text("SELECT count(*) FROM proc_state WHERE status = 'SUCCEEDED'")).scalar_one())
+
+
+AIRPORT = ZoneInfo("Asia/Shanghai")     # the 22:00 schedule's execution timezone (msgx_dagster/schedules.py)
+EVALUATED = re.compile(r"Evaluating schedule `\w+` at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})")
+
+# The Dagster daemon's wall clock, steppable from the test: installed into the daemon as its
+# sitecustomize. It moves time.time and Dagster's own reading of the current time
+# (dagster._time, which its scheduler and sensors ask) by the offset in a file, and leaves the
+# monotonic clock and the C libraries (gRPC) alone, as a real clock step does. Each offset it
+# takes up is written to MSGX_TEST_WALL_SEEN_FILE, so the test knows the daemon read its stepped clock.
+DAEMON_CLOCK_SHIM = textwrap.dedent('''
+    import os as _os
+    import time as _time
+    from datetime import datetime as _datetime, timezone as _timezone
+
+    _FILE = _os.environ["MSGX_TEST_WALL_OFFSET_FILE"]
+    _SEEN = _os.environ["MSGX_TEST_WALL_SEEN_FILE"]
+    _real_time = _time.time
+    _cache = {"at": -1.0, "offset": 0.0}
+
+
+    def _offset():
+        now = _time.monotonic()
+        if now - _cache["at"] > 0.05:
+            try:
+                with open(_FILE) as f:
+                    offset = float(f.read().strip() or 0)
+                if offset != _cache["offset"]:
+                    with open(_SEEN, "w") as f:
+                        f.write(repr(offset))
+                _cache["offset"] = offset
+            except (OSError, ValueError):
+                pass
+            _cache["at"] = now
+        return _cache["offset"]
+
+
+    _time.time = lambda: _real_time() + _offset()
+    _time.time_ns = lambda: int((_real_time() + _offset()) * 1e9)
+
+    import dagster._time as _dagster_time
+
+    _dagster_time._mockable_get_current_datetime = lambda: _datetime.fromtimestamp(_time.time(), _timezone.utc)
+''')
+
+
+def _day_plans(topology: Topology) -> tuple[list[tuple], int]:
+    """The RQFD requests in req_track (req_id, fday, status) and the RQFD rows in COUTMSGS."""
+    with topology.state() as conn:
+        requests = [tuple(r) for r in conn.execute(text(
+            "SELECT req_id, fday, status FROM req_track WHERE rtype = 'RQFD' ORDER BY req_id"))]
+    mailbox = Mailbox(topology.mailbox_url)
+    try:
+        with mailbox.engine.connect() as conn:
+            written = int(conn.execute(text("SELECT count(*) FROM coutmsgs WHERE ROUTINGID = 'VIEWRQFD'")).scalar_one())
+    finally:
+        mailbox.dispose()
+    return requests, written
+
+
+def test_the_day_plan_schedule_under_a_stepped_daemon_clock_asks_the_aodb_once(topology):
+    """T12, F1: the 22:00 schedule's tick follows the Dagster daemon host's clock. The daemon is
+    started again with its wall clock stepped by DAEMON_CLOCK_SHIM (time.time and Dagster's reading
+    of the current time moved by the offset in a file; the monotonic clock and the C libraries left
+    alone, as a real step leaves them. Debian's libfaketime cannot step it: under it, even at a
+    constant offset, the daemon's gRPC client never reaches the code server, "connect() timed out",
+    and with the monotonic clock left alone libfaketime 0.9.10 makes time.sleep fail with EINVAL.
+    The fault matrix's shim, which replaces the datetime class, fails Dagster's own type checks),
+    set to 15 s
+    before the next 22:00 airport time: the schedule ticks once past 22:00 and the day plan for
+    PostgreSQL's tomorrow is registered once.
+    Then the daemon's clock is stepped back an hour across 22:00 and, once its scheduler has run
+    there, forward again to just before 22:00 (the hour compressed), so its clock passes 22:00 a
+    second time: still one RQFD for that day, and one written to COUTMSGS when request tracking
+    sends (a round of what request_tracking_job does). Dagster's own tick cursor may already keep a
+    second tick from running; the job registers nothing for a day already asked for either way."""
+    shim, offset = topology.home / "daemon-wallclock", topology.home / "daemon-clock-offset"
+    seen = topology.home / "daemon-clock-seen"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(DAEMON_CLOCK_SHIM, "utf-8")
+
+    def step_to(wall: datetime) -> float:
+        """Set the daemon's clock to read ``wall`` now; the offset in seconds."""
+        seconds = wall.timestamp() - time.time()
+        offset.write_text(f"{round(seconds)}")
+        return seconds
+
+    now = datetime.now(AIRPORT)
+    tick = datetime.combine(now.date(), dt_time(22, 0), AIRPORT)
+    if tick - now < timedelta(minutes=1):
+        tick += timedelta(days=1)
+    step_to(tick - timedelta(seconds=15))
+    daemon = topology.procs.pop("daemon")
+    os.killpg(daemon.pid, signal.SIGTERM)
+    daemon.wait(60)
+    topology.start("daemon", env={"PYTHONPATH": str(shim), "MSGX_TEST_WALL_OFFSET_FILE": str(offset),
+                                  "MSGX_TEST_WALL_SEEN_FILE": str(seen)})
+    wanted = dg.RunsFilter(job_name="snapshot_request_job")
+
+    def day_plan_runs() -> list[dg.DagsterRun]:
+        with topology.instance() as instance:
+            return list(instance.get_runs(wanted))
+
+    def finished() -> bool:
+        runs = day_plan_runs()
+        return bool(runs) and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+    topology.wait("the 22:00 tick's day-plan run succeeds", finished, BACK_WITHIN_S + 30)
+    first = day_plan_runs()
+    assert len(first) == 1, [r.run_id for r in first]
+    assert first[0].tags["msgx/launched_by"] == "schedule:snapshot_request_job_schedule"
+    with topology.state() as conn:
+        tomorrow = conn.execute(text("SELECT (clock_timestamp() AT TIME ZONE 'Asia/Shanghai')::date + 1")).scalar_one()
+    requests, _ = _day_plans(topology)
+    assert [fday for _, fday, _ in requests] == [tomorrow], requests
+
+    def evaluated() -> list[datetime]:
+        """The tick times the daemon's scheduler has evaluated, as its log says."""
+        log = re.sub(r"\x1b\[[0-9;]*m", "", (topology.home / "daemon.log").read_text("utf-8", "replace"))
+        return [datetime.strptime(t, "%Y-%m-%d %H:%M:%S %z") for t in EVALUATED.findall(log)]
+    last = max(evaluated())
+    back = step_to(tick - timedelta(minutes=59, seconds=30))       # an hour back across 22:00
+    topology.wait("the daemon reads its clock stepped back",
+                  lambda: seen.exists() and abs(float(seen.read_text()) - round(back)) < 1, 30)
+    # the hour until its clock passes 22:00 again, compressed: just before the next minute tick
+    # after the last one evaluated, so the scheduler's next pass is past 22:00 and due a tick
+    step_to(last + timedelta(seconds=57))
+    topology.wait("the scheduler evaluates a tick past 22:00 a second time",
+                  lambda: max(evaluated()) > last, 60)
+    topology.wait("no day-plan run left unfinished", finished, BACK_WITHIN_S)
+    offset.write_text("0")
+    ticked = len(day_plan_runs())
+    engine, mailbox = make_engine(topology.state_url, single=True), Mailbox(topology.mailbox_url)
+    try:
+        RequestTracker(engine, mailbox, DatabaseClock(engine)).send_pending()
+    finally:
+        engine.dispose()
+        mailbox.dispose()
+    requests, written = _day_plans(topology)
+    assert [fday for _, fday, _ in requests] == [tomorrow], requests
+    assert written == 1, f"{written} day-plan requests written to COUTMSGS for {tomorrow}"
+    print(f"day plan under a stepped daemon clock: {ticked} snapshot_request_job run(s) for two passes "
+          f"of 22:00, one RQFD for {tomorrow}, written once")

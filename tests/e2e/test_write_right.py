@@ -40,6 +40,7 @@ from tests.conftest import MSGX_BIN
 from tests.e2e.test_pipeline_outage import private_postgres  # noqa: F401 - the private server fixture
 from tests.pipeline_support import proc, register
 from tests.private_servers import wait_for
+from tests.recovery import recovery
 
 N = 1500                      # mailbox rows fed while the pumps run (about 7 s)
 STEP = 300                    # terminal messages between one disruption and the next
@@ -229,8 +230,11 @@ def test_restarted_postgres_never_lets_two_pumps_write(private_postgres, mysql_d
 
         done = restart_when(engine, done + STEP, kill_and_start)
         restart_when(engine, done + STEP, first.kill_current)    # the holder dies: another pump takes over
+        killed_at = time.monotonic()
         killed = first.runs[-1].app
         wait_for(lambda: holder(engine) not in (None, killed), "another pump to take over", timeout=60)
+        recovery("the writer-lock holder killed after two PostgreSQL restarts", killed_at,
+                 "the kill -> another pump holds the writer lock")
         feeder.join(120)
         wait_for(lambda: terminal_count(engine) == N and marked_count(mb) == N,
                  "every row terminal and marked", timeout=240)

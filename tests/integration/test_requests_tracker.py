@@ -237,3 +237,33 @@ def test_seqn_counter_cycles_after_999999(app, tracker, clock):
     tracker.send_pending()
     assert [rows(app)[r.req_id][2] for r in (first, second)] == ["999999", "000001"]
     assert [decode(body).meta.seqn for _, _, body in outbox(app)] == ["999999", "000001"]
+
+
+def test_the_day_plan_job_run_again_for_the_same_day_asks_the_aodb_once(app, tracker, clock):
+    """T12: what the 22:00 schedule's job registers (``rqfd_for_tomorrow``) is decided per target
+    day. The job run at 22:00 airport time asks for tomorrow and the request is sent; run again for
+    the same day (the tick again after the daemon host's clock was stepped back an hour across
+    22:00), whether the first is still unsent, in flight or timed out, it registers nothing and no
+    second RQFD reaches COUTMSGS; the next day's run asks for the next day. ``msgx request rqfd``
+    (``register_rqfd``) still asks again when an operator does."""
+    from msgx_dagster.jobs.requests import rqfd_for_tomorrow
+
+    clock.advance(14 * 3600)                       # 2026-01-01 22:00 in Asia/Shanghai
+    first = rqfd_for_tomorrow(tracker, clock.now())
+    assert [r.fday for r in first] == [date(2026, 1, 2)]
+    assert rqfd_for_tomorrow(tracker, clock.now()) == []            # a second run before it is sent
+    assert tracker.send_pending().sent == [first[0].req_id]
+    clock.advance(-3600)                          # stepped back across 22:00 and ticked again
+    assert rqfd_for_tomorrow(tracker, clock.now()) == []
+    clock.advance(3600 + 61)
+    assert tracker.expire_timeouts() == [first[0].req_id]
+    assert rqfd_for_tomorrow(tracker, clock.now()) == []            # timed out: still asked once
+    assert tracker.send_pending().sent == []
+    assert [r[1] for r in outbox(app)] == ["VIEWRQFD"]
+    assert {s for s, *_ in rows(app).values()} == {"TIMEOUT"}
+
+    clock.advance(86400)                          # the next evening: the next day
+    nxt = rqfd_for_tomorrow(tracker, clock.now())
+    assert [r.fday for r in nxt] == [date(2026, 1, 3)]
+    again = tracker.register_rqfd(datetime(2026, 1, 3, 0, 0), datetime(2026, 1, 3, 23, 59))   # an operator's ask
+    assert again.expired == (nxt[0].req_id,)

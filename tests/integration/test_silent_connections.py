@@ -28,6 +28,7 @@ from msgx_engine.pipeline.intake import Intake, IntakeStats
 from tests.builders import gtdt
 from tests.conftest import MSGX_BIN
 from tests.pipeline_support import drain_now, gates, is_marked, proc
+from tests.recovery import recovery
 from tests.silent_proxy import SilentProxy
 
 TIMEOUT_S = 2
@@ -85,6 +86,7 @@ def test_a_silent_mailbox_connection_times_out_and_the_pump_goes_on_when_it_answ
         assert conn.execute(text("SELECT count(*) FROM proc_state WHERE msg_id = :m"), {"m": waiting}).scalar() == 0
 
     proxy.holding.clear()
+    answering = time.monotonic()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         drain_now(app)
@@ -93,6 +95,7 @@ def test_a_silent_mailbox_connection_times_out_and_the_pump_goes_on_when_it_answ
         if row is not None and row[0] == "SUCCEEDED" and direct.processed_at([waiting])[waiting] is not None:
             break
         app.clock.advance(1)
+    recovery("a silent mailbox connection", answering, "bytes flow again -> the waiting row processed and marked")
     assert proc(app, waiting).status == "SUCCEEDED"
     assert direct.processed_at([waiting])[waiting] is not None
     assert gates(app, "S1") == [(1, "B2")]
