@@ -21,12 +21,16 @@ from typing import Any
 ACTIVE = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
 REQUEST_TIMEOUT_S = 10.0
 POLL_S = 0.25
+# A run is interrupted only once its worker has run this long: an interrupt that reaches a worker
+# still starting (before its op has put msgx's handler in place, ``stops_when_terminated``) is
+# raised by Dagster at the op's first boundary, and the run ends with a stack trace in the output.
+START_GRACE_S = 1.0
 
 _ACTIVE_RUNS = """
 query DemoActiveRuns($statuses: [RunStatus!]) {
   runsOrError(filter: {statuses: $statuses}) {
     __typename
-    ... on Runs { results { runId jobName status } }
+    ... on Runs { results { runId jobName status startTime } }
   }
 }
 """
@@ -56,6 +60,14 @@ class Run:
     run_id: str
     job: str
     status: str
+    started_at: float | None = None     # the worker's start (epoch seconds; None before it started)
+
+    def interruptible(self, now: float) -> bool:
+        """Queued (no worker yet: cancelled at once), or started at least ``START_GRACE_S`` ago;
+        a run still starting is asked at a later poll."""
+        if self.status == "QUEUED":
+            return True
+        return self.status == "STARTED" and self.started_at is not None and now - self.started_at >= START_GRACE_S
 
 
 class Webserver:
@@ -80,7 +92,7 @@ class Webserver:
         found = self._post(_ACTIVE_RUNS, {"statuses": list(ACTIVE)}).get("runsOrError") or {}
         if found.get("__typename") != "Runs":
             raise WebserverError(f"runs not listed: {found.get('__typename')}")
-        return [Run(r["runId"], r["jobName"], r["status"]) for r in found.get("results", [])]
+        return [Run(r["runId"], r["jobName"], r["status"], r.get("startTime")) for r in found.get("results", [])]
 
     def terminate(self, run_ids: Iterable[str], *, force: bool = False) -> list[str]:
         """Ask Dagster to terminate the runs (``force``: mark them CANCELED at once, whether or not
@@ -97,12 +109,14 @@ class Webserver:
         """Terminate every queued or in-flight run and wait (up to ``deadline_s``) until each has
         ended by itself; a run still going at the deadline (a worker that was only starting up
         when asked) is marked CANCELED there and then. Returns (the runs asked to stop, those
-        marked CANCELED at the deadline). A run started meanwhile is terminated too."""
+        marked CANCELED at the deadline). A run started meanwhile is terminated too, once its
+        worker is past its start (``Run.interruptible``)."""
         asked: dict[str, Run] = {}
         end = time.monotonic() + deadline_s
         while True:
             active = self.active_runs()
-            fresh = [r for r in active if r.run_id not in asked and r.status != "CANCELING"]
+            now = time.time()
+            fresh = [r for r in active if r.run_id not in asked and r.status != "CANCELING" and r.interruptible(now)]
             for run in fresh:
                 asked[run.run_id] = run
             self.terminate(r.run_id for r in fresh)
