@@ -28,6 +28,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 
+from builders import gtdt  # tests/: the callers put it on the path
+
 from msgx_engine.demo.day import DEFAULT_SEED, SUCCEEDED, DemoDay, demo_day
 from msgx_engine.sis.times import MONTHS
 
@@ -117,10 +119,6 @@ def stream(first: date, day_messages: int = 0) -> Iterator[StreamMessage]:
         k += 1
 
 
-def _gate(no: int, code: str) -> str:
-    return (f'\t\t<GTDT GTNO="{no}">\n\t\t\t<GATE>{code}</GATE>\n\t\t\t<PGOT>23JAN210805</PGOT>\n'
-            f"\t\t\t<GTYP>D</GTYP>\n\t\t</GTDT>\n")
-
 
 def churn(flights: int) -> Iterator[StreamMessage]:
     """The churn shape: FLOP/GTDT messages round after round over ``flights`` flights (one to three
@@ -131,10 +129,6 @@ def churn(flights: int) -> Iterator[StreamMessage]:
     k = 0
     while True:
         for f in range(flights):
-            gates = "".join(_gate(n, f"G{(7 * k + 13 * n + f) % 60:02d}") for n in range(1, 2 + (k + f) % 3))
-            body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<MSG>\n\t<META>\n\t\t<SNDR>AODB</SNDR>\n'
-                    f"\t\t<SEQN>{seqns.next()}</SEQN>\n\t\t<DTTM>20210123053500</DTTM>\n\t\t<TYPE>FLOP</TYPE>\n"
-                    f"\t\t<STYP>GTDT</STYP>\n\t</META>\n\t<FLOP>\n\t\t<FLID>CH{f:05d}</FLID>\n"
-                    f"\t\t<FFID>CA-CA101-A-23JAN211345-D</FFID>\n{gates}\t</FLOP>\n</MSG>\n")
-            yield StreamMessage(0, body)
+            gates = ((n, f"G{(7 * k + 13 * n + f) % 60:02d}") for n in range(1, 2 + (k + f) % 3))
+            yield StreamMessage(0, gtdt(f"CH{f:05d}", *gates, seqn=seqns.next()))
         k += 1
