@@ -179,8 +179,7 @@ class Processor:
                 step = Step.WRITE_STATE
                 now = self.clock.now()
                 states = self.write_state(conn, head, msg, routed, now)
-                refused = msg.refusal()         # P32, tree checks in the helper: the helper's tree checks, before
-                                                # anything commits
+                refused = msg.refusal()         # P32, tree checks in the helper: before anything commits
                 if refused is not None:
                     raise refused
                 if self.folds_transactions:     # transaction 2 commits with transaction 1 (P8)
