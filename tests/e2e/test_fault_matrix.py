@@ -55,6 +55,7 @@ from msgx_engine.store import migrate
 from msgx_engine.store.outbox import SendPolicy
 from msgx_engine.store.tables import msg_event
 from tests.builders import envelope, gtdt
+from tests.clock_shims import WALL_CLOCK_SHIM
 from tests.conftest import MSGX_BIN, read_topic
 from tests.e2e.test_pipeline_crash import outcome
 from tests.private_servers import PrivateServers, start_private_servers, wait_for
@@ -73,50 +74,6 @@ MARK_LOG = (
     "INSERT INTO mark_log (id) SELECT NEW.CMINMSGS_ID FROM DUAL "
     "WHERE NOT (OLD.CMINMSGS_DATE_PROCESSED <=> NEW.CMINMSGS_DATE_PROCESSED)")
 
-# The host's wall clock, steppable from the test: installed into a pump subprocess as its
-# sitecustomize. It moves what Python reads as wall time (time.time, datetime.now/utcnow/today)
-# by the offset in a file and leaves the monotonic clock alone, as a real clock step does.
-WALL_CLOCK_SHIM = textwrap.dedent('''
-    import datetime as _dt
-    import os as _os
-    import time as _time
-
-    _FILE = _os.environ["MSGX_TEST_WALL_OFFSET_FILE"]
-    _real_time = _time.time
-    _base = _dt.datetime
-    _cache = {"at": -1.0, "offset": 0.0}
-
-
-    def _offset():
-        now = _time.monotonic()
-        if now - _cache["at"] > 0.05:
-            try:
-                with open(_FILE) as f:
-                    _cache["offset"] = float(f.read().strip() or 0)
-            except (OSError, ValueError):
-                pass
-            _cache["at"] = now
-        return _cache["offset"]
-
-
-    class _SteppedDatetime(_base):
-        @classmethod
-        def now(cls, tz=None):
-            return _base.fromtimestamp(_real_time() + _offset(), tz)
-
-        @classmethod
-        def utcnow(cls):
-            return _base.fromtimestamp(_real_time() + _offset(), _dt.timezone.utc).replace(tzinfo=None)
-
-        @classmethod
-        def today(cls):
-            return cls.now()
-
-
-    _dt.datetime = _SteppedDatetime
-    _time.time = lambda: _real_time() + _offset()
-    _time.time_ns = lambda: int((_real_time() + _offset()) * 1e9)
-''')
 
 
 # Debian's libfaketime (the library behind `faketime`), preloaded into one msgx process with a

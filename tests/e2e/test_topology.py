@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import textwrap
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -42,6 +41,7 @@ from msgx_engine.clock import DatabaseClock
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.requests.tracker import RequestTracker
+from tests.clock_shims import DAEMON_CLOCK_SHIM
 from tests.recovery import recovery
 from tests.topology_support import (
     BACK_WITHIN_S,
@@ -348,45 +348,6 @@ def _processed(topology: Topology) -> int:
 AIRPORT = ZoneInfo("Asia/Shanghai")     # the 22:00 schedule's execution timezone (msgx_dagster/schedules.py)
 EVALUATED = re.compile(r"Evaluating schedule `\w+` at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4})")
 
-# The Dagster daemon's wall clock, steppable from the test: installed into the daemon as its
-# sitecustomize. It moves time.time and Dagster's own reading of the current time
-# (dagster._time, which its scheduler and sensors ask) by the offset in a file, and leaves the
-# monotonic clock and the C libraries (gRPC) alone, as a real clock step does. Each offset it
-# takes up is written to MSGX_TEST_WALL_SEEN_FILE, so the test knows the daemon read its stepped clock.
-DAEMON_CLOCK_SHIM = textwrap.dedent('''
-    import os as _os
-    import time as _time
-    from datetime import datetime as _datetime, timezone as _timezone
-
-    _FILE = _os.environ["MSGX_TEST_WALL_OFFSET_FILE"]
-    _SEEN = _os.environ["MSGX_TEST_WALL_SEEN_FILE"]
-    _real_time = _time.time
-    _cache = {"at": -1.0, "offset": 0.0}
-
-
-    def _offset():
-        now = _time.monotonic()
-        if now - _cache["at"] > 0.05:
-            try:
-                with open(_FILE) as f:
-                    offset = float(f.read().strip() or 0)
-                if offset != _cache["offset"]:
-                    with open(_SEEN, "w") as f:
-                        f.write(repr(offset))
-                _cache["offset"] = offset
-            except (OSError, ValueError):
-                pass
-            _cache["at"] = now
-        return _cache["offset"]
-
-
-    _time.time = lambda: _real_time() + _offset()
-    _time.time_ns = lambda: int((_real_time() + _offset()) * 1e9)
-
-    import dagster._time as _dagster_time
-
-    _dagster_time._mockable_get_current_datetime = lambda: _datetime.fromtimestamp(_time.time(), _timezone.utc)
-''')
 
 
 def _day_plans(topology: Topology) -> tuple[list[tuple], int]:
