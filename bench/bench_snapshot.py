@@ -54,8 +54,8 @@ from snapshot_builders import big_package  # noqa: E402
 from msgx_engine.app import App  # noqa: E402
 from msgx_engine.handlers.extract import block_values, text_of  # noqa: E402
 from msgx_engine.handlers.snapshot import snapshot_fields  # noqa: E402
-from msgx_engine.pipeline import offload  # noqa: E402
 from msgx_engine.pipeline.intake import Intake  # noqa: E402
+from msgx_engine.pipeline.large_bodies import offload  # noqa: E402
 from msgx_engine.pipeline.pump import PumpOptions  # noqa: E402
 from msgx_engine.sis.decode import _parser  # noqa: E402
 from msgx_engine.sis.fields import COLLECTIONS, OBJECT_BY_KEY, OBJECTS, SCALARS, TEXT_GROUPS  # noqa: E402
@@ -67,7 +67,7 @@ TAG = f"msgx_bsnap_{uuid.uuid4().hex[:6]}"
 
 class Timing(NamedTuple):
     """A run's wall seconds and CPU seconds: this process's (all its threads: the pump, or a
-    floor's client), the offload helper's (``pipeline/offload.py``) and PostgreSQL's (every
+    floor's client), the offload helper's (``pipeline/large_bodies/offload.py``) and PostgreSQL's (every
     server process, read from ``/proc``). The CPU figures are each side's own cost, which the
     disk's flushes do not blur; side by side they show which one a run waits for."""
 

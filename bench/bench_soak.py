@@ -106,7 +106,7 @@ from soak_stream import StreamMessage, churn, stream  # noqa: E402
 from msgx_engine.clock import SystemClock  # noqa: E402
 from msgx_engine.db import make_engine  # noqa: E402
 from msgx_engine.mailbox.tables import cminmsgs  # noqa: E402
-from msgx_engine.pipeline.archive import ArchivePolicy, Archiver  # noqa: E402
+from msgx_engine.operations.archive import ArchivePolicy, Archiver  # noqa: E402
 from msgx_engine.store.metric_totals import MESSAGES_TERMINAL  # noqa: E402
 from msgx_engine.store.status import OPEN, sql_in  # noqa: E402
 

@@ -10,7 +10,7 @@ interleaved runs.
 Each figure is the difference of two runs of one child process under callgrind: the same set-up
 (fresh databases, the package generated, for the snapshot the message put into the mailbox and
 registered) with and without the measured step. What is counted is this Python process only: the
-PostgreSQL and MariaDB servers, the disk, and the helper process (``pipeline/offload.py``: the
+PostgreSQL and MariaDB servers, the disk, and the helper process (``pipeline/large_bodies/offload.py``: the
 hash, P17, and since P27 60% of a large package's extraction) are left out, so the count is the
 pump's own cost, not the time; compare counts only between code that gives the helper the same work.
 The step is the same code the seconds benchmark (``bench_snapshot.py``) times: ``run_plain_floor`` (the raw floor),

@@ -32,7 +32,8 @@ from bench_snapshot import run_protocol  # noqa: E402
 from snapshot_builders import big_package  # noqa: E402
 
 from msgx_engine.handlers import snapshot  # noqa: E402
-from msgx_engine.pipeline import offload, protocol  # noqa: E402
+from msgx_engine.pipeline import protocol  # noqa: E402
+from msgx_engine.pipeline.large_bodies import offload
 from msgx_engine.store import flights, outbox  # noqa: E402
 
 # (owner, attribute, phase name): what is timed, outermost first

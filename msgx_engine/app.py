@@ -19,7 +19,7 @@ from msgx_engine.monitor import names
 from msgx_engine.monitor.alerts import Alerter
 from msgx_engine.monitor.checks import CHECKS, CheckResult, Drift
 from msgx_engine.monitor.figures import figures
-from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
+from msgx_engine.operations.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.backfill import Backfill
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.outcomes import PostCommitHook
@@ -69,7 +69,7 @@ class App:
     def _refuse_production_state(self) -> None:
         """A shadow never processes into production's state database (OPS-3): it would run beside
         production's pump on the same flights. The database's own history tells (``shadow_start``)."""
-        from msgx_engine.pipeline.shadow_start import production_evidence
+        from msgx_engine.operations.shadow_start import production_evidence
 
         with self.engine.connect() as conn:
             why = production_evidence(conn)

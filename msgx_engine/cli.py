@@ -337,7 +337,7 @@ def replay_selection(args: argparse.Namespace, now):
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from msgx_engine.pipeline.replay import Replayer
+    from msgx_engine.operations.replay import Replayer
 
     app = _app()
     try:
@@ -380,7 +380,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_skip(args: argparse.Namespace) -> int:
-    from msgx_engine.pipeline.skip import skip
+    from msgx_engine.operations.skip import skip
 
     app = _app()
     try:
@@ -406,7 +406,7 @@ def _mailbox_ids(values: list[str], what: str) -> list[int]:
 
 
 def cmd_acknowledge(args: argparse.Namespace) -> int:
-    from msgx_engine.pipeline.acknowledge import acknowledge
+    from msgx_engine.operations.acknowledge import acknowledge
 
     ids = _mailbox_ids(args.ids, "a mailbox id")
     if not ids or not args.operator.strip() or not args.reason.strip():
@@ -431,7 +431,7 @@ def cmd_acknowledge(args: argparse.Namespace) -> int:
 
 
 def cmd_outbox(args: argparse.Namespace) -> int:
-    from msgx_engine.pipeline import outbox_ops
+    from msgx_engine.operations import outbox_ops
 
     ids = _mailbox_ids(args.ids or [], "an event id")
     if not args.apply:
@@ -488,8 +488,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
 # --- recover (a state database restored from an older backup) ----------------------------------
 def cmd_recover(args: argparse.Namespace) -> int:
+    from msgx_engine.operations.recover import RecoverBusy, RecoverRefused, find_lost, recover
     from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
-    from msgx_engine.pipeline.recover import RecoverBusy, RecoverRefused, find_lost, recover
 
     if _settings().shadow:
         raise ConfigError("msgx recover finds lost work by production's mailbox marks; a shadow instance "
@@ -534,7 +534,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 def _topics_published(settings: Settings) -> Callable[[], Published] | None:
     """What the production topics show published, for ``msgx recover`` (None: Kafka is not configured)."""
     from msgx_engine.delivery.published import TopicsUnreadable, read_published
-    from msgx_engine.pipeline.recover import topics_unreadable
+    from msgx_engine.operations.recover import topics_unreadable
 
     bootstrap = settings.kafka_bootstrap
     if not bootstrap:
@@ -552,8 +552,8 @@ def _topics_published(settings: Settings) -> Callable[[], Published] | None:
 def cmd_adopt(args: argparse.Namespace) -> int:
     """An empty state database on a mailbox processed recently is refused (exit 4) as a lost state;
     this records, audited, that it is a first installation taking the processed rows as history."""
+    from msgx_engine.operations.recover import AlreadyAdopted, RecoverBusy, adopt
     from msgx_engine.pipeline.pump import PumpBusy
-    from msgx_engine.pipeline.recover import AlreadyAdopted, RecoverBusy, adopt
 
     if not _signed(args):
         print("msgx adopt: needs --operator NAME and --reason TEXT", file=sys.stderr)
@@ -578,8 +578,8 @@ def cmd_adopt(args: argparse.Namespace) -> int:
 
 def cmd_shadow_start_from(args: argparse.Namespace) -> int:
     """A fresh shadow replays the mailbox from an operator-chosen id, whatever production marked
-    (``pipeline/shadow_start.py``), so a comparison with production is meaningful from the start."""
-    from msgx_engine.pipeline.shadow_start import ShadowStartBusy, ShadowStartRefused, start_from
+    (``operations/shadow_start.py``), so a comparison with production is meaningful from the start."""
+    from msgx_engine.operations.shadow_start import ShadowStartBusy, ShadowStartRefused, start_from
 
     if not _signed(args):
         print("msgx shadow start-from: needs --operator NAME and --reason TEXT", file=sys.stderr)

@@ -179,9 +179,9 @@ def app(settings: Settings, clock: ManualClock) -> Iterator[App]:
 
 @pytest.fixture
 def fresh_offload_worker() -> Iterator[None]:
-    """No offload helper before the test and none left after it (``pipeline/offload.py``): the test
+    """No offload helper before the test and none left after it (``pipeline/large_bodies/offload.py``): the test
     starts its own and sees what its bodies make of it."""
-    from msgx_engine.pipeline import offload
+    from msgx_engine.pipeline.large_bodies import offload
 
     offload.shutdown()
     yield

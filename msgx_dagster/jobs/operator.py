@@ -13,8 +13,8 @@ import dagster as dg
 from msgx_dagster.assets.specs import OUTBOX, PROC_STATE
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
-from msgx_engine.pipeline import outbox_ops
-from msgx_engine.pipeline.acknowledge import acknowledge
+from msgx_engine.operations import outbox_ops
+from msgx_engine.operations.acknowledge import acknowledge
 
 
 class AcknowledgeConfig(dg.Config):

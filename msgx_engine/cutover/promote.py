@@ -51,8 +51,8 @@ from msgx_engine.cutover.common import (
     rebuild_projection,
     refuse_if,
 )
+from msgx_engine.operations.shadow_start import production_evidence
 from msgx_engine.pipeline.backfill import Backfill
-from msgx_engine.pipeline.shadow_start import production_evidence
 from msgx_engine.store import audit, cutover_state, locks, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 from msgx_engine.store.session_lock import SessionLock

@@ -56,9 +56,9 @@ from msgx_engine.cutover.common import (
     rebuild_projection,
     refuse_if,
 )
+from msgx_engine.operations.recover import id_ranges
 from msgx_engine.pipeline.intake import StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
-from msgx_engine.pipeline.recover import id_ranges
 from msgx_engine.store import audit, cutover_state, locks, queue, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 

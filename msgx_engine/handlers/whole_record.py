@@ -7,8 +7,8 @@ value, keys sorted, entries frozen with their parts sorted, without the fields m
 in the same words.
 
 ``frozen=False`` gives the same fields as plain dicts and tuples, which ``marshal`` can carry to
-another process (the offload helper's part of a large package, ``pipeline.package_split``),
-where ``pipeline.package_split.freeze`` makes them the frozen fields again.
+another process (the offload helper's part of a large package, ``pipeline.large_bodies.package_split``),
+where ``pipeline.large_bodies.package_split.freeze`` makes them the frozen fields again.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
-from msgx_engine.pipeline.queue_floor import QueueFloor
+from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 from msgx_engine.pipeline.request_adoption import adopt_sent
 from msgx_engine.redact import first_line
 from msgx_engine.store import queue

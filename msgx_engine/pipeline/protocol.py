@@ -45,8 +45,10 @@ from msgx_engine.clock import Clock
 from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
 from msgx_engine.db import is_disconnect, pipelined
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
-from msgx_engine.pipeline import gc_pause, offload, routing
-from msgx_engine.pipeline.grouped import Grouping, unit_of_work
+from msgx_engine.pipeline import routing
+from msgx_engine.pipeline.grouping.grouped import Grouping, unit_of_work
+from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
+from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import (
     Applied,
     DecoderCrash,
@@ -64,7 +66,6 @@ from msgx_engine.pipeline.outcomes import (
 )
 from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
-from msgx_engine.pipeline.queue_floor import QueueFloor
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.status import StatusRecorder
 from msgx_engine.pipeline.transitions import (

@@ -25,11 +25,11 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 
 from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
-from msgx_engine.pipeline import gc_pause, offload
 from msgx_engine.pipeline.backfill import Backfill
-from msgx_engine.pipeline.grouped import Grouping
+from msgx_engine.pipeline.grouping.grouped import Grouping
+from msgx_engine.pipeline.grouping.lookahead import DEFAULT_SIZE as READ_AHEAD
 from msgx_engine.pipeline.intake import Intake
-from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
+from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import StepKind
 from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import LockLost

@@ -24,8 +24,8 @@ from msgx_engine.handlers.answers import OpenRequest, select_request
 from msgx_engine.handlers.changes import FlightsContext
 from msgx_engine.handlers.decision import Decision
 from msgx_engine.handlers.flop import flop_flids, handle_fdel, handle_flop
-from msgx_engine.pipeline import package_split
 from msgx_engine.pipeline.derived import BeforeRead, no_hold, refresh_derived
+from msgx_engine.pipeline.large_bodies import package_split
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import FlightState
 from msgx_engine.store import ledger

@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from msgx_engine import faults
-from msgx_engine.pipeline import gc_pause
+from msgx_engine.pipeline.large_bodies import gc_pause
 from msgx_engine.pipeline.outcomes import Applied, PostCommitHook, Regroup, StepKind, StepResult, Terminal
 from msgx_engine.pipeline.source import BodySource
 from msgx_engine.pipeline.status import StatusRecorder, pid

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from lxml import etree
 
 KIND = "c2:"
-SECOND_KIND_BYTES = 1_000_000    # the offload helper's threshold too (pipeline/offload.py)
+SECOND_KIND_BYTES = 1_000_000    # the offload helper's threshold too (pipeline/large_bodies/offload.py)
 
 _WS = rb"[ \t\n\r\x0b\x0c]"
 _GAPS = re.compile(rb">" + _WS + rb"+<")            # whitespace between tags: blank texts and tails

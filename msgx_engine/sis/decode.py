@@ -252,7 +252,7 @@ def decode(text: str | bytes, *, max_bytes: int = MAX_BODY_BYTES, hasher: Hasher
     """Decode one mailbox body. Raises SisRefused with reason malformed/oversize/forbidden.
 
     ``hasher`` may take the body's bytes to hash them and make the tree checks elsewhere (the
-    pump's ``pipeline.offload.submit`` for large bodies); the message is then its ``Handover``'s.
+    pump's ``pipeline.large_bodies.offload.submit`` for large bodies); the message is then its ``Handover``'s.
     When it returns None, everything is done here. It takes them as soon as their bytes pass the
     checks that need no parse, so that the other process parses them while this one does (P27, offload helper
     extraction); a body refused later leaves it work nobody reads (``offload`` drops it)."""

@@ -16,8 +16,8 @@ from builders import envelope, flop, gtdt
 from snapshot_builders import day_package
 from sqlalchemy import text
 
-from msgx_engine.pipeline.acknowledge import acknowledge
-from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
+from msgx_engine.operations.acknowledge import acknowledge
+from msgx_engine.operations.archive import ArchivePolicy, Archiver
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store import audit, outbox

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 from snapshot_builders import dnld, fltr, schd, sodt
 
-from msgx_engine.pipeline.archive import ArchivePolicy, Archiver
+from msgx_engine.operations.archive import ArchivePolicy, Archiver
 from msgx_engine.state.model import FlightState
 from msgx_engine.store.flights import FlightRepository
 from tests.pipeline_support import drain_now, proc

@@ -38,7 +38,7 @@ from builders import envelope, flop
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from msgx_engine.pipeline.skip import skip
+from msgx_engine.operations.skip import skip
 from msgx_engine.store.flights import FlightRepository
 from tests.pipeline_support import drain_now
 from tests.snapshot_builders import query

@@ -14,7 +14,7 @@ from builders import gtdt
 from snapshot_builders import pump, status
 from test_large_body_hash import package
 
-from msgx_engine.pipeline import gc_pause
+from msgx_engine.pipeline.large_bodies import gc_pause
 
 
 @pytest.fixture

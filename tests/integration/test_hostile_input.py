@@ -18,7 +18,7 @@ import pymysql
 from sqlalchemy import func, select
 from sqlalchemy.engine import make_url
 
-from msgx_engine.pipeline.replay import Replayer
+from msgx_engine.operations.replay import Replayer
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.queue import Selection
 from msgx_engine.store.tables import msg_identity

@@ -1,5 +1,5 @@
 """A package over 1 MB goes through the real pump with its canonical hash from the worker process
-(decision P17, ``pipeline/offload.py``) and keeps every identity rule (INV-9, US-03 AC3, D26): the stored
+(decision P17, ``pipeline/large_bodies/offload.py``) and keeps every identity rule (INV-9, US-03 AC3, D26): the stored
 hash is the one computed in place, a resend with a new DTTM is SKIPPED(duplicate) whether its hash
 came from the worker or was computed in place, and other content under the same identity is an
 identity conflict."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from snapshot_builders import dnld, fltr, pump, query, sodt, status
 
-from msgx_engine.pipeline import offload
+from msgx_engine.pipeline.large_bodies import offload
 from msgx_engine.sis.content_hash import content_hash
 from msgx_engine.sis.decode import parse_xml
 

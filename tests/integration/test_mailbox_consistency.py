@@ -22,9 +22,9 @@ from sqlalchemy import func, select, text, update
 from msgx_engine.app import App
 from msgx_engine.mailbox.lock import MailboxLock
 from msgx_engine.mailbox.tables import cminmsgs
+from msgx_engine.operations.recover import RecoverBusy, find_lost, recover, register_lost
 from msgx_engine.pipeline.intake import Intake, StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy
-from msgx_engine.pipeline.recover import RecoverBusy, find_lost, recover, register_lost
 from msgx_engine.pipeline.writer import release_lock, try_lock
 from msgx_engine.store import audit
 from msgx_engine.store.tables import proc_state, proc_state_hst

@@ -13,7 +13,7 @@ import pytest
 from snapshot_builders import big_package, flights, pump
 
 from msgx_engine.app import App
-from msgx_engine.pipeline import offload
+from msgx_engine.pipeline.large_bodies import offload
 from msgx_engine.sis import decode as decode_module
 from msgx_engine.sis.decode import MAX_DEPTH
 from tests.pipeline_support import assert_no_effect, drain_now, is_marked, proc

@@ -17,7 +17,7 @@ from sqlalchemy import event, text
 from msgx_engine.app import App
 from msgx_engine.config import Settings
 from msgx_engine.delivery.projection import Projection, connect
-from msgx_engine.pipeline.lookahead import Lookahead
+from msgx_engine.pipeline.grouping.lookahead import Lookahead
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.store.tables import detail_tables
 from tests.pipeline_support import gates

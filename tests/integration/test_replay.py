@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
-from msgx_engine.pipeline.replay import Replayer
+from msgx_engine.operations.replay import Replayer
 from msgx_engine.store import audit
 from msgx_engine.store.queue import Selection
 from tests.builders import envelope, gtdt

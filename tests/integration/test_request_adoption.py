@@ -14,7 +14,7 @@ from snapshot_builders import dnld, fltr, pump, query, schd, sodt
 from snapshot_builders import status as msg_status
 
 from msgx_engine.app import App
-from msgx_engine.pipeline.recover import recover
+from msgx_engine.operations.recover import recover
 from msgx_engine.requests.tracker import RequestTracker
 from msgx_engine.sis import requests as sis
 from msgx_engine.sis.times import local

@@ -12,7 +12,7 @@ import pytest
 from snapshot_builders import dnld, fltr, pump, query, sodt, status
 
 from msgx_engine.handlers.snapshot import package_flights
-from msgx_engine.pipeline import offload, package_split
+from msgx_engine.pipeline.large_bodies import offload, package_split
 from msgx_engine.sis.content_hash import content_hash
 from msgx_engine.sis.decode import decode, parse_xml
 from msgx_engine.store.flights import FlightRepository

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from msgx_engine.pipeline.acknowledge import refusal
-from msgx_engine.pipeline.outbox_ops import OutboxPreview, excerpt
+from msgx_engine.operations.acknowledge import refusal
+from msgx_engine.operations.outbox_ops import OutboxPreview, excerpt
 from msgx_engine.store.outbox import DeadEvent
 from msgx_engine.store.queue import QueueRow, Status
 

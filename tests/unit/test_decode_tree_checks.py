@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from snapshot_builders import big_package
 
-from msgx_engine.pipeline import offload
+from msgx_engine.pipeline.large_bodies import offload
 from msgx_engine.sis.decode import MAX_DEPTH, SisRefused, decode
 
 pytestmark = pytest.mark.usefixtures("fresh_offload_worker")

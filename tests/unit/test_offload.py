@@ -12,7 +12,7 @@ import pytest
 from snapshot_builders import big_package
 
 from msgx_engine.handlers.snapshot import outline
-from msgx_engine.pipeline import offload, package_split
+from msgx_engine.pipeline.large_bodies import offload, package_split
 from msgx_engine.sis.content_hash import content_hash, first_kind_hash
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.sis.decode import decode as plain_decode
@@ -106,7 +106,7 @@ def test_the_worker_exits_when_the_pump_is_killed(tmp_path) -> None:
         "import sys\n"
         f"sys.path.insert(0, {tests!r})\n"
         "from snapshot_builders import big_package\n"
-        "from msgx_engine.pipeline import offload\n"
+        "from msgx_engine.pipeline.large_bodies import offload\n"
         "from msgx_engine.sis.decode import decode\n"
         "assert decode(big_package(1200), hasher=offload.submit).payload_hash\n"
         "print(offload._worker.pid, flush=True)\n"

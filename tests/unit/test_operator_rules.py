@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from msgx_engine.config import ConfigError, parse_duration
-from msgx_engine.pipeline.replay import refusal
-from msgx_engine.pipeline.skip import skip_refusal
+from msgx_engine.operations.replay import refusal
+from msgx_engine.operations.skip import skip_refusal
 from msgx_engine.store.queue import QueueRow, Selection, Status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

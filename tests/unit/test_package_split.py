@@ -16,8 +16,8 @@ from snapshot_builders import big_package, dnld, fltr, sodt
 from msgx_engine.handlers.extract import Unmapped
 from msgx_engine.handlers.snapshot import outline, package_flights
 from msgx_engine.handlers.whole_record import whole_record_fields
-from msgx_engine.pipeline import offload, package_split
-from msgx_engine.pipeline.package_split import helper_part
+from msgx_engine.pipeline.large_bodies import offload, package_split
+from msgx_engine.pipeline.large_bodies.package_split import helper_part
 from msgx_engine.sis.content_hash import content_hash
 from msgx_engine.sis.decode import SisMessage, SisRefused
 from msgx_engine.sis.decode import decode as plain_decode

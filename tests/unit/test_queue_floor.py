@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from msgx_engine.pipeline.queue_floor import QueueFloor
+from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 
 
 class Ticks:

@@ -21,7 +21,7 @@ from snapshot_builders import big_package, fltr
 from msgx_engine.handlers.extract import Unmapped, block_values
 from msgx_engine.handlers.snapshot import snapshot_fields
 from msgx_engine.handlers.whole_record import whole_record_fields
-from msgx_engine.pipeline.package_split import freeze
+from msgx_engine.pipeline.large_bodies.package_split import freeze
 from msgx_engine.sis.decode import parse_xml
 
 TESTS = Path(__file__).resolve().parent.parent

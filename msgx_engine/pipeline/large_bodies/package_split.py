@@ -2,7 +2,7 @@
 
 Turning a 10,000-flight package's FLTR records into whole states is the largest single cost of a
 snapshot, and it is the same pure function of each record (``handlers.snapshot.records_flights``).
-The offload worker that already parses every large body (``pipeline.offload``) extracts the later
+The offload worker that already parses every large body (``pipeline.large_bodies.offload``) extracts the later
 records, ``records[later_start(n):]`` (``helper_part``), while the pump decodes, reads the day's
 state and extracts the earlier ones; the pump then takes the worker's part instead of extracting
 it again (``prepared_flights``, which the snapshot route hands its handler in its context). The
@@ -27,7 +27,7 @@ from lxml import etree
 
 from msgx_engine.handlers.extract import Unmapped
 from msgx_engine.handlers.snapshot import MAX_FLIGHTS, Flights, package_records, records_flights
-from msgx_engine.pipeline.offload import HandedOver
+from msgx_engine.pipeline.large_bodies.handover import HandedOver
 from msgx_engine.sis.decode import SisMessage
 from msgx_engine.state.model import Value
 

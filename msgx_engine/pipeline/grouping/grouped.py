@@ -28,12 +28,12 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from msgx_engine import faults
-from msgx_engine.pipeline.behind import WriteBehind
-from msgx_engine.pipeline.group import GroupCommit
-from msgx_engine.pipeline.lookahead import DEFAULT_SIZE as READ_AHEAD
-from msgx_engine.pipeline.lookahead import Lookahead
+from msgx_engine.pipeline.grouping.behind import WriteBehind
+from msgx_engine.pipeline.grouping.group import GroupCommit
+from msgx_engine.pipeline.grouping.lookahead import DEFAULT_SIZE as READ_AHEAD
+from msgx_engine.pipeline.grouping.lookahead import Lookahead
+from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 from msgx_engine.pipeline.outcomes import Applied, PostCommitHook, Regroup, StepKind, StepResult, Terminal
-from msgx_engine.pipeline.queue_floor import QueueFloor
 from msgx_engine.pipeline.source import BodySource
 from msgx_engine.pipeline.status import StatusRecorder, pid
 from msgx_engine.pipeline.transitions import projection_wait

@@ -2,12 +2,12 @@
 
 A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodies of
 ``OFFLOAD_BYTES`` or more (``submit``, the decoder's ``hasher``) to one worker process
-(``python -m msgx_engine.pipeline.offload``) as soon as their bytes pass the decoder's byte
+(``python -m msgx_engine.pipeline.large_bodies.offload``) as soon as their bytes pass the decoder's byte
 checks. The worker parses the same bytes with the same hardened parser and answers three things
 while the pump parses, checks, reads the day's state and extracts the package:
 
-1. a daily schedule's later records as whole-state fields (``pipeline.package_split``, P27, offload helper extraction),
-   which the pump takes instead of extracting them itself (``Pending.flights``);
+1. a daily schedule's later records as whole-state fields (``pipeline.large_bodies.package_split``,
+   P27, offload helper extraction), which the pump takes instead of extracting them itself (``Pending.flights``);
 2. the verdict of the checks of the whole tree, its depth and any XInclude element
    (``sis.decode.tree_refusal``, P32, tree checks in the helper), which the pump takes once it has written the message's
    state and before that can commit (``HandedOver.refusal``);
@@ -44,14 +44,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import count
 from typing import BinaryIO
 
 from lxml import etree
 
+from msgx_engine.pipeline.large_bodies.handover import HandedOver
 from msgx_engine.sis.content_hash import content_hash
-from msgx_engine.sis.decode import MAX_DEPTH, Meta, SisMessage, SisRefused, tree_refusal
+from msgx_engine.sis.decode import MAX_DEPTH, Meta, SisRefused, tree_refusal
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ _last_sender: threading.Thread | None = None
 
 class Pending:
     """A body handed to the worker. ``flights`` is its part of a package's records (as
-    ``pipeline.package_split.taken`` reads it), ``checks`` the verdict of its tree checks,
+    ``pipeline.large_bodies.package_split.taken`` reads it), ``checks`` the verdict of its tree checks,
     ``result`` its hash; None from any: the pump does that work itself."""
 
     def __init__(self, worker: subprocess.Popen[bytes], number: int) -> None:
@@ -140,22 +140,6 @@ class Pending:
             self._frames.setdefault(kind, None)
 
 
-@dataclass(frozen=True)
-class HandedOver(SisMessage):
-    """A message whose body the worker took: its hash and its tree checks come from there. The
-    pipeline passes it as the message it is; only ``payload_hash`` and ``refusal`` (which the
-    pump asks for) and ``pipeline.package_split`` (a package's later records) read ``pending``."""
-
-    pending: Pending = field(kw_only=True, repr=False, compare=False)
-
-    @property
-    def payload_hash(self) -> str:
-        return self.pending.hash_of(self.root)
-
-    def refusal(self, *, here: bool = False) -> SisRefused | None:
-        return self.pending.refusal_of(self.root, here=here)
-
-
 def warm_up() -> None:
     """Start the worker now, so that the first large body finds it ready (its start-up, about
     0.15 s of imports, runs on the second core while the pump starts) rather than starting it
@@ -205,8 +189,8 @@ def _start() -> subprocess.Popen[bytes] | None:
     if _worker is not None and _worker.poll() is None:
         return _worker
     try:
-        _worker = subprocess.Popen([sys.executable, "-m", "msgx_engine.pipeline.offload"], stdin=subprocess.PIPE,
-                                   stdout=subprocess.PIPE, bufsize=0)
+        _worker = subprocess.Popen([sys.executable, "-m", "msgx_engine.pipeline.large_bodies.offload"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
     except Exception as exc:       # no interpreter to run (an embedded one), no process to be had
         log.warning("large bodies handled in the pump alone: no worker process (%s: %s)", type(exc).__name__, exc)
         _worker = None
@@ -310,7 +294,7 @@ def _serve() -> None:
 
 
 def _answer_bodies(inp: BinaryIO, answer: Callable[[bytes, int, bytes], None]) -> None:
-    from msgx_engine.pipeline.package_split import helper_part
+    from msgx_engine.pipeline.large_bodies.package_split import helper_part
     from msgx_engine.sis.decode import _parser
 
     while True:
