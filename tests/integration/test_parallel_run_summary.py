@@ -98,7 +98,9 @@ def test_a_clean_week_passes_with_its_load_and_counting_basis(settings, cli_run)
     assert "| unexplained business-field differences | 0 | 0 in every comparison |" in text
     assert f"- comparisons: {len(moments)} readable, 1 that could not read a side" in text
     assert "- fields: every field of the whole-state document except FLID (the key) and STATE_VERSION" in text
-    first, last = (moments[0] - timedelta(days=1)).astimezone(LOCAL_TZ).date(), now.date()
+    # the last comparison's airport day: in the ten minutes after midnight it is still yesterday's
+    first = (moments[0] - timedelta(days=1)).astimezone(LOCAL_TZ).date()
+    last = moments[-1].astimezone(LOCAL_TZ).date()
     assert basis["flight_days"] == {"from": first.isoformat(), "to": last.isoformat()}
     assert f"flight days {first.isoformat()} to {last.isoformat()}; 240 to 240 per comparison" in text
     day3 = sorted(expected_load)[1]
