@@ -21,8 +21,8 @@ import psycopg
 import pymysql
 import pytest
 
-from msgx_engine import cli
 from msgx_engine.app import App
+from msgx_engine.cli import main as cli
 from msgx_engine.clock import ManualClock
 from msgx_engine.config import Settings
 from msgx_engine.db import make_engine

@@ -14,7 +14,7 @@ from datetime import datetime
 import pytest
 from sqlalchemy import text
 
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 from msgx_engine.db import make_engine
 from msgx_engine.delivery.projection import connect
 from msgx_engine.demo.day import demo_day

@@ -3,7 +3,7 @@ unsupported messages that need no replay, audited, all or nothing; a replay clea
 acknowledgement; archiving keeps what waits for an operator until it is acknowledged, replayed or
 skipped.
 
-The commands run in process (``cli.main``) against the test's databases; ``msgx archive`` uses the
+The commands run in process (``msgx_engine.cli.main.main``) against the test's databases; ``msgx archive`` uses the
 database's clock, so the messages registered at the ManualClock's 2026-01-01 are months old to it.
 """
 

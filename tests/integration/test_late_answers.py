@@ -18,8 +18,8 @@ from snapshot_builders import dnld, events, fltr, pump, query, schd, sodt
 from snapshot_builders import flights as stored
 from snapshot_builders import status as msg_status
 
-from msgx_engine import cli
 from msgx_engine.app import App
+from msgx_engine.cli import requests as cli_requests
 from msgx_engine.sis.times import local
 
 D9, D10 = date(2026, 9, 9), date(2026, 9, 10)
@@ -29,7 +29,7 @@ D9, D10 = date(2026, 9, 9), date(2026, 9, 10)
 def request_cli(msgx, app, monkeypatch):
     """``msgx request ...`` in process on the test's databases and its ManualClock, so the 60 s
     timeouts pass without waiting."""
-    monkeypatch.setattr(cli, "_app", lambda: App.from_settings(app.settings, clock=app.clock))
+    monkeypatch.setattr(cli_requests, "open_app", lambda: App.from_settings(app.settings, clock=app.clock))
 
     def run(*argv: str) -> dict:
         code, doc = msgx("request", *argv)

@@ -25,7 +25,7 @@ from msgx_dagster.run_coordinator import UNAUTHENTICATED, AttributingRunCoordina
 from msgx_dagster.run_limits import limits_singleton
 from msgx_dagster.schedules import LOOPING_MAX_RUNTIME_TAG
 from msgx_dagster.sensors.inbox import CONFIRM_S, Cursor, Sighting, judge
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"

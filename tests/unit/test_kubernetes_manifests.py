@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 from tests.prometheus_support import RULE_TESTS, RULES, tool
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_DOCS = ["README.md", "docs/operations.md", "docs/runbook.md", "docs/deployment.md"]

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 from msgx_engine.redact import BODY_LIMIT, RedactingFilter, clip, redact_urls, safe_text, url_for_log
 
 

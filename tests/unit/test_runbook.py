@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from msgx_engine import cli
+from msgx_engine.cli import main as cli
 from msgx_engine.monitor.checks import CHECKS
 from msgx_engine.monitor.status import RUNBOOK, anchor
 
