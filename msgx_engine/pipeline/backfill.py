@@ -55,7 +55,11 @@ class Backfill:
         self.batch = batch
 
     def run_once(self, conn: Connection) -> BackfillStats:
-        """Mark one batch of due todos. A mailbox failure backs the batch off and returns."""
+        """Mark one batch of due todos. A mailbox failure backs the batch off and returns.
+
+        Every way out commits the batch: its claim keeps the rows locked until then, and ``drain``
+        runs batch after batch on one connection. The pump runs a batch inside ``writer_scope``,
+        whose own commit then finds nothing left to send."""
         stats = BackfillStats()
         now = self.clock.now()
         todos = queue.claim_todos(conn, now, self.batch)

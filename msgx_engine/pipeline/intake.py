@@ -130,7 +130,8 @@ class Intake:
 
     # ---------------------------------------------------------------------------------------
     def scan(self, conn: Connection, *, force_full: bool = False) -> IntakeStats:
-        """One intake pass on the writer connection; commits its own transaction.
+        """One intake pass on the writer connection; commits its own transactions (the pump runs
+        it inside ``writer_scope``, so none of them can end an open group's).
 
         A mailbox outage is contained here: nothing is registered this pass, ``source_error`` is
         set, and the pump keeps processing what is already registered (US-01 AC4). Processed rows
@@ -144,7 +145,7 @@ class Intake:
         pos = queue.intake_position(conn)
         open_gaps = pos.open_gaps
         gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full or sweep_starts else ()))
-        conn.commit()
+        conn.commit()                    # the position read ends before the mailbox is asked
         try:
             if pos.high_water is None:
                 pos = self._adopt(conn, pos)
@@ -179,7 +180,7 @@ class Intake:
         except SQLAlchemyError as exc:
             if not isinstance(exc, OperationalError) or _is_pg_error(exc):
                 raise
-            conn.rollback()
+            conn.rollback()              # nothing this pass wrote is kept
             log.warning("intake: mailbox %s unreachable, nothing registered this pass: %s", self.mailbox.where,
                         first_line(exc))
             stats.source_error = f"{type(exc).__name__}: {exc}"[:500]
@@ -188,7 +189,7 @@ class Intake:
             self._register(conn, new_ids, pos, now, stats, holes)
         if not self.shadow:
             self._mark_again(conn, sorted(known), now)
-        conn.commit()
+        conn.commit()                    # the registration, before the requests read are taken as done
         self._requests_read = requests_read          # read again next pass unless committed
         return stats
 
@@ -216,7 +217,7 @@ class Intake:
                 log.error("ALERT %s", exc)
                 raise exc
         queue.raise_high_water(conn, high)
-        conn.commit()
+        conn.commit()                    # the adopted mark holds whatever the rest of the pass meets
         if high and not pos.max_registered:
             log.warning("adopting the mailbox: rows up to id %s already marked processed are taken as "
                         "processed before this installation", high)

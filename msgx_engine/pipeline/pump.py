@@ -33,6 +33,7 @@ from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import StepKind
 from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import LockLost
+from msgx_engine.pipeline.writer_scope import writer_scope
 from msgx_engine.store import locks, monitoring, queue
 from msgx_engine.store.cutover_state import WriteRight, WritesStopped
 from msgx_engine.store.session_lock import SessionLock
@@ -233,7 +234,8 @@ class Pump:
         assert self.conn is not None
         if self.mailbox_lock is not None:
             self.mailbox_lock.keep()
-        stats = self.intake.scan(self.conn)
+        with writer_scope(self.conn, self.uow) as conn:
+            stats = self.intake.scan(conn)
         summary.registered += stats.registered
         summary.late_arrivals += stats.late_arrivals
         summary.source_errors += stats.source_error is not None
@@ -255,7 +257,8 @@ class Pump:
         for result in self.uow.committed():
             summary.processed[result.status or "?"] += 1
         if self.options.inline_backfill and self._backfill_due(busy, time.monotonic()):
-            b = self.backfill.run_once(self.conn)
+            with writer_scope(self.conn, self.uow) as conn:
+                b = self.backfill.run_once(conn)
             summary.marked += b.marked
             busy = busy or bool(b.marked or b.already or b.missing)
         return busy, waiting, blocked
@@ -273,8 +276,8 @@ class Pump:
 
     def _drained(self) -> bool:
         assert self.conn is not None
-        open_rows = queue.open_count(self.conn)
-        todo_due = queue.due_todos(self.conn, self.processor.clock.now()) if self.options.inline_backfill else 0
-        self.conn.commit()
+        with writer_scope(self.conn, self.uow) as conn:     # its two reads end with the scope's commit
+            open_rows = queue.open_count(conn)
+            todo_due = queue.due_todos(conn, self.processor.clock.now()) if self.options.inline_backfill else 0
         return open_rows == 0 and todo_due == 0
 
