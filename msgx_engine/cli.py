@@ -97,10 +97,10 @@ def print_status_table(counts: dict[str, int], reasons: list[tuple[str, str | No
 
 
 def reason_counts(app) -> list[tuple[str, str | None, int]]:
-    from msgx_engine.store import queue
+    from msgx_engine.store import queue_figures
 
     with app.engine.connect() as conn:
-        return queue.reason_counts(conn)
+        return queue_figures.reason_counts(conn)
 
 
 def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float = 3600.0) -> int:
@@ -330,7 +330,7 @@ def _ids(values: list[str] | None) -> tuple[int, ...]:
 def replay_selection(args: argparse.Namespace, now):
     """The selection of ``msgx replay``: by failure reason with --select-reason; --reason is only
     the operator's audit text of an --apply, never a filter."""
-    from msgx_engine.store.queue import Selection
+    from msgx_engine.store.queue_selection import Selection
 
     return Selection(ids=_ids(args.ids), statuses=tuple(args.status or ()), reasons=tuple(args.select_reason or ()),
                      since=_when("--since", args.since, now), until=_when("--until", args.until, now))

@@ -33,7 +33,7 @@ from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import StepKind
 from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import LockLost
-from msgx_engine.store import locks, monitoring, queue
+from msgx_engine.store import backfill_todos, locks, monitoring, queue_figures
 from msgx_engine.store.cutover_state import WriteRight, WritesStopped
 from msgx_engine.store.session_lock import SessionLock
 
@@ -96,7 +96,7 @@ def pause_s(options: PumpOptions, quiet_for_s: float) -> float:
 
 
 def status_counts(conn: Connection) -> dict[str, int]:
-    counts = queue.status_counts(conn)
+    counts = queue_figures.status_counts(conn)
     conn.commit()
     return counts
 
@@ -273,8 +273,9 @@ class Pump:
 
     def _drained(self) -> bool:
         assert self.conn is not None
-        open_rows = queue.open_count(self.conn)
-        todo_due = queue.due_todos(self.conn, self.processor.clock.now()) if self.options.inline_backfill else 0
+        open_rows = queue_figures.open_count(self.conn)
+        todo_due = (backfill_todos.due_todos(self.conn, self.processor.clock.now())
+                    if self.options.inline_backfill else 0)
         self.conn.commit()
         return open_rows == 0 and todo_due == 0
 
