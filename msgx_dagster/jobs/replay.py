@@ -14,7 +14,7 @@ from msgx_dagster.assets.specs import PROC_STATE
 from msgx_dagster.jobs.common import materialize, singleton
 from msgx_dagster.resources import MsgxResource
 from msgx_engine.operations.replay import Replayer, ReplayReport
-from msgx_engine.store.queue import Selection
+from msgx_engine.store.queue_selection import Selection
 
 
 class ReplayConfig(dg.Config):

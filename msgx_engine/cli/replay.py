@@ -40,7 +40,7 @@ def _ids(values: list[str] | None) -> tuple[int, ...]:
 def replay_selection(args: argparse.Namespace, now):
     """The selection of ``msgx replay``: by failure reason with --select-reason; --reason is only
     the operator's audit text of an --apply, never a filter."""
-    from msgx_engine.store.queue import Selection
+    from msgx_engine.store.queue_selection import Selection
 
     return Selection(ids=_ids(args.ids), statuses=tuple(args.status or ()), reasons=tuple(args.select_reason or ()),
                      since=_when("--since", args.since, now), until=_when("--until", args.until, now))

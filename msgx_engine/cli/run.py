@@ -21,10 +21,10 @@ def print_status_table(counts: dict[str, int], reasons: list[tuple[str, str | No
 
 
 def reason_counts(app) -> list[tuple[str, str | None, int]]:
-    from msgx_engine.store import queue
+    from msgx_engine.store import queue_figures
 
     with app.engine.connect() as conn:
-        return queue.reason_counts(conn)
+        return queue_figures.reason_counts(conn)
 
 
 def run_pump(app, *, drain: bool, idle_for_s: float = 0.0, max_runtime_s: float = 3600.0) -> int:

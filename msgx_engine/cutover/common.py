@@ -23,7 +23,7 @@ from msgx_engine.compare.sources import SourceUnreadable, read_postgresql
 from msgx_engine.db import make_engine
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.redact import redact_urls
-from msgx_engine.store import cutover_state, queue, version_floor
+from msgx_engine.store import cutover_state, registration, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 from msgx_engine.store.session_lock import LockBusy, SessionLock
 from msgx_engine.store.version_floor import Published
@@ -146,7 +146,7 @@ def read_other(url: str, *, finished_after: int | None = None, finished_upto: in
             finished = (cutover_state.finished_ids(conn, finished_after, finished_upto)
                         if finished_after is not None and finished_upto is not None else [])
             finished = sorted(set(finished) | set(cutover_state.finished_among(conn, among)))
-            registered = queue.arrivals(conn, finished)
+            registered = registration.arrivals(conn, finished)
     except SQLAlchemyError as exc:
         raise Refused(f"the other installation's state database {label} cannot be read "
                       f"({exc.__class__.__name__}): check --from") from exc

@@ -59,7 +59,7 @@ from msgx_engine.cutover.common import (
 from msgx_engine.operations.recover import id_ranges
 from msgx_engine.pipeline.intake import StateBehindMailbox
 from msgx_engine.pipeline.pump import PumpBusy, PumpOptions
-from msgx_engine.store import audit, cutover_state, locks, queue, version_floor
+from msgx_engine.store import audit, cutover_state, locks, registration, version_floor
 from msgx_engine.store.cutover_state import CutoverState
 
 log = logging.getLogger(__name__)
@@ -143,7 +143,7 @@ def _bring_over(app: App, own: CutoverState, low: int, high: int, ids: Sequence[
         conn = pump.conn
         with conn.begin():
             locks.lock_writer_row(conn)
-            registered = queue.register_recovered(conn, list(ids), app.clock.now(), registered_at) if ids else []
+            registered = registration.register_recovered(conn, list(ids), app.clock.now(), registered_at) if ids else []
             audit_id = own.audit_id if own.audit_id is not None and _resumed(conn, own) else audit.record(
                 conn, operator, "cutover_rollback", reason,
                 {"watermark": low, "other_watermark": high, "rows": id_ranges(ids, limit=1000)})

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, Engine, select
 from msgx_engine.config import DEFAULT_REDIS_KEY
 from msgx_engine.state.model import FlightState
 from msgx_engine.state.serialize import state_json
-from msgx_engine.store import locks, queue
+from msgx_engine.store import locks, queue_figures
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.tables import flight_schd, msg_event
 
@@ -213,7 +213,7 @@ class Projection:
                 expected = {f: state_json(st) for f, st in FlightRepository(conn).load(candidates).items()
                             if projected(st)}
                 pending = set(conn.execute(select(msg_event.c.flid).distinct().where(
-                    msg_event.c.msg_id.in_(queue.applied_open_ids()), msg_event.c.flid.in_(candidates)))
+                    msg_event.c.msg_id.in_(queue_figures.applied_open_ids()), msg_event.c.flid.in_(candidates)))
                     .scalars())
                 values = self._values(candidates)
             actual = {f: v for f, v in zip(candidates, values, strict=True) if v is not None}

@@ -12,7 +12,7 @@ from sqlalchemy import Engine
 
 from msgx_engine.demo.day import DemoDay
 from msgx_engine.state.serialize import state_document
-from msgx_engine.store import queue
+from msgx_engine.store import queue_figures
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.queue import OPEN, Status
 
@@ -48,8 +48,8 @@ class Processed:
 
 def processed(engine: Engine) -> Processed:
     with engine.connect() as conn:
-        rows = queue.outcome_counts(conn)
-        first, last = queue.processing_span(conn)
+        rows = queue_figures.outcome_counts(conn)
+        first, last = queue_figures.processing_span(conn)
     outcomes = tuple(sorted((Outcome(f"{t}/{s}" if t else "(unreadable)", status, reason, n)
                              for t, s, status, reason, n in rows), key=lambda o: (o.kind, o.status, o.reason or "")))
     return Processed(outcomes, last - first if first is not None and last is not None else None)

@@ -12,7 +12,7 @@ from datetime import datetime
 from sqlalchemy import Engine
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import monitoring, outbox, queue
+from msgx_engine.store import backfill_todos, monitoring, outbox, queue_figures, registration
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,10 @@ class Backlog:
 
 def backlog(engine: Engine, mailbox: Mailbox, *, probe_limit: int = 1000) -> Backlog:
     with engine.connect() as conn:
-        base = queue.intake_position(conn).accounted_for
-        open_count, oldest = queue.open_summary(conn)
+        base = registration.intake_position(conn).accounted_for
+        open_count, oldest = queue_figures.open_summary(conn)
         dead = monitoring.waiting_dead_count(conn)
-        todo = queue.pending_todos(conn)
+        todo = backfill_todos.pending_todos(conn)
         unsent = outbox.unsent_count(conn)
     new_ids = mailbox.fresh_ids(base, probe_limit)
     return Backlog(unregistered=len(new_ids), open_messages=open_count, backfill_pending=todo,

@@ -33,7 +33,17 @@ from sqlalchemy import Connection, Engine, func, select
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.monitor import thresholds
 from msgx_engine.redact import safe_text
-from msgx_engine.store import cutover_state, kafka_status, locks, monitoring, outbox, overview, queue, requests
+from msgx_engine.store import (
+    cutover_state,
+    kafka_status,
+    locks,
+    monitoring,
+    outbox,
+    overview,
+    queue_figures,
+    registration,
+    requests,
+)
 from msgx_engine.store.bridges import MappingStatus, mapping_status
 from msgx_engine.store.cutover_state import Stop
 from msgx_engine.store.kafka_status import KafkaStatus
@@ -143,14 +153,14 @@ def read_figures(conn: Connection, mailbox: Mailbox | None = None) -> Figures:
     conn.execution_options(isolation_level="REPEATABLE READ")
     with conn.begin():
         now = conn.execute(select(func.now())).scalar_one()
-        open_count, head_id, oldest_open = queue.head_summary(conn)
-        todo_count, oldest_todo = queue.backfill_summary(conn)
+        open_count, head_id, oldest_open = queue_figures.head_summary(conn)
+        todo_count, oldest_todo = queue_figures.backfill_summary(conn)
         dead, oldest_dead = overview.waiting_dead_letters(conn, DEAD_LETTERS_LISTED)
         dead_event_ids = outbox.dead_event_ids(conn)
-        position = queue.intake_position(conn).accounted_for if mailbox is not None else 0
+        position = registration.intake_position(conn).accounted_for if mailbox is not None else 0
         f = Figures(
             now=now, open_messages=open_count, head_id=head_id, oldest_open_at=oldest_open,
-            by_status_reason=queue.reason_counts(conn), dead=dead,
+            by_status_reason=queue_figures.reason_counts(conn), dead=dead,
             backfill_pending=todo_count, oldest_backfill_at=oldest_todo,
             unsent_by_topic=outbox.unsent_by_topic(conn), oldest_unsent_at=outbox.oldest_unsent_released_at(conn),
             dead_events=len(dead_event_ids),

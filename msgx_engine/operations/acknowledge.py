@@ -16,7 +16,7 @@ replayable (without ``even_if_replayable``) or already acknowledged, nothing is 
 the command exits 2 naming each refused id and why. Every request, refused or not, is one audit
 row (action ``acknowledge``) with one item per id, in the same transaction as its effect, under the
 writer row lock (a replay or skip of the same row cannot interleave). A later replay of an
-acknowledged message clears the acknowledgement (``store.queue.requeue``).
+acknowledged message clears the acknowledgement (``store.queue_selection.requeue``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from msgx_engine.store import audit, locks, queue
-from msgx_engine.store.queue import QueueRow, Selection
+from msgx_engine.store import audit, locks, queue, queue_selection
+from msgx_engine.store.queue_selection import QueueRow, Selection
 
 MAX_IDS = 1000      # one request; a larger one is refused (acknowledge in parts)
 
@@ -99,8 +99,8 @@ def acknowledge(engine: Engine, msg_ids: Sequence[int], *, operator: str, reason
         raise ValueError("give at least one mailbox id")
     with engine.connect() as conn, conn.begin():
         locks.lock_writer_row(conn)
-        rows = {r.msg_id: r for r in queue.select_messages(conn, Selection(ids=tuple(ids)), limit=len(ids),
-                                                           for_update=True)}
+        rows = {r.msg_id: r for r in queue_selection.select_messages(conn, Selection(ids=tuple(ids)), limit=len(ids),
+                                                                     for_update=True)}
         items = tuple(AcknowledgeItem(i, rows.get(i), refusal(rows.get(i), even_if_replayable=even_if_replayable))
                       for i in ids)
         blockers = []
@@ -113,7 +113,7 @@ def acknowledge(engine: Engine, msg_ids: Sequence[int], *, operator: str, reason
                                 {"ids": ids, **({"even_if_replayable": True} if even_if_replayable else {})})
         done: list[int] = []
         if not blockers:
-            done = queue.acknowledge(conn, ids, now=now, operator=operator.strip())
+            done = queue_selection.acknowledge(conn, ids, now=now, operator=operator.strip())
             if len(done) != len(ids):      # cannot happen under the row locks; never half an acknowledgement
                 raise RuntimeError(f"acknowledged {len(done)} of {len(ids)} locked messages")
         audit.record_items(conn, audit_id, [_audit_item(i, bool(done)) for i in items])

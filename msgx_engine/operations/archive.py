@@ -38,7 +38,7 @@ from sqlalchemy import Connection, Engine
 from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.config import spoken
-from msgx_engine.store import archive, audit, identity, locks, queue
+from msgx_engine.store import archive, audit, identity, locks, queue_figures
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +194,7 @@ class Archiver:
         """Bindings registered a window before both now and the oldest message still to be processed
         can bind nothing any more: a backlog older than the window (a long outage) keeps the bindings
         its own duplicates must still meet."""
-        _, oldest_open = queue.open_summary(conn)
+        _, oldest_open = queue_figures.open_summary(conn)
         return min(now, oldest_open or now) - policy.identity_window
 
     def _identities(self, policy: ArchivePolicy, now: datetime, report: ArchiveReport) -> None:

@@ -37,7 +37,7 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import audit, locks, queue, version_floor
+from msgx_engine.store import audit, locks, queue_figures, registration, version_floor
 from msgx_engine.store.session_lock import SessionLock
 
 log = logging.getLogger(__name__)
@@ -104,8 +104,8 @@ def id_ranges(ids: Sequence[int], limit: int = 12) -> str:
 def find_lost(conn: Connection, mailbox: Mailbox) -> LostWork:
     """Every marked row above the high-water mark (paged by primary key) and every recorded gap
     that turned up marked. Reads the whole tail above the mark: an operator's command, not a pass."""
-    pos = queue.intake_position(conn)
-    gaps = queue.unarrived_gaps(conn, limit=None)
+    pos = registration.intake_position(conn)
+    gaps = registration.unarrived_gaps(conn, limit=None)
     conn.commit()
     base = pos.accounted_for
     above: list[int] = []
@@ -159,7 +159,7 @@ def register_lost(engine: Engine, mailbox: Mailbox, *, operator: str, reason: st
                 "high_water": lost.high_water, "above_high_water": id_ranges(lost.above, limit=1000),
                 "marked_gaps": list(lost.gaps), "count": len(ids)})
             arrived = marked_at(mailbox, ids, now)
-            result.registered = queue.register_recovered(conn, ids, now, arrived) if ids else []
+            result.registered = registration.register_recovered(conn, ids, now, arrived) if ids else []
             audit.record_items(conn, result.audit_id, [
                 audit.AuditItem(i, None, "PENDING" if i in result.registered else None,
                                 "registered: processed in the mailbox, unknown here"
@@ -194,7 +194,7 @@ def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Ad
     with lock.held() as conn:
         with conn.begin():
             locks.lock_writer_row(conn)
-            pos = queue.intake_position(conn)
+            pos = registration.intake_position(conn)
             if pos.high_water is not None or pos.max_registered:
                 raise AlreadyAdopted(
                     f"this state database already accounts for the mailbox up to id {pos.accounted_for}: nothing to "
@@ -202,7 +202,7 @@ def adopt(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str) -> Ad
             high = mailbox.last_marked_id() or 0
             audit_id = audit.record(conn, operator, "adopt", reason, {"high_water": high},
                                     {"adopted_up_to": high})
-            queue.raise_high_water(conn, high)
+            registration.raise_high_water(conn, high)
     log.warning("adopt (audit %s): mailbox rows up to id %s are taken as processed before this installation",
                 audit_id, high)
     return Adoption(high, audit_id)
@@ -222,7 +222,7 @@ def recover(engine: Engine, mailbox: Mailbox, *, operator: str, reason: str, now
     replay()
     flights = rebuild() if rebuild is not None else None
     with engine.connect() as conn, conn.begin():
-        statuses = queue.status_counts_of(conn, result.registered)
+        statuses = queue_figures.status_counts_of(conn, result.registered)
         result.outcome = {"registered": len(result.registered), "statuses": statuses,
                           "projection_rebuilt": flights if flights is not None else "not configured",
                           "versions": result.lifted.outcome() if result.lifted is not None

@@ -14,7 +14,7 @@ Everything else (``malformed``, ``oversize``, duplicates, ...) is refused with i
 Applying is all or nothing, under the writer row lock: if any selected message is refused, or a
 flight it touches has been changed by later messages (stale) and ``force_stale`` gives no reason,
 nothing is re-queued and the command exits 2. Otherwise each message goes back to PENDING with
-attempts and backoff reset (``store.queue.requeue``); it keeps its registration time, identity
+attempts and backoff reset (``store.queue_selection.requeue``); it keeps its registration time, identity
 binding and error history, and its retry deadline counts from the re-queue. Every apply request,
 refused or not, is one audit row with an item per message (``store.audit``), in the same
 transaction as the re-queue.
@@ -39,9 +39,10 @@ from msgx_engine.handlers.flop import flop_flids
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline import routing
 from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
-from msgx_engine.store import audit, ledger, locks, outbox, queue
+from msgx_engine.store import audit, ledger, locks, outbox, queue_selection
 from msgx_engine.store.outbox import EventSummary, FlightTrail
-from msgx_engine.store.queue import REPLAYABLE_DEAD, QueueRow, Selection, Status
+from msgx_engine.store.queue_selection import QueueRow, Selection
+from msgx_engine.store.status import REPLAYABLE_DEAD, Status
 
 MAX_SELECTED = 1000          # a larger selection is refused: narrow it
 DETAIL_CHARS = 200           # an error detail is shown (and logged) cut to this
@@ -239,7 +240,7 @@ class Replayer:
     def preview(self, sel: Selection) -> ReplayReport:
         """What an apply would do; writes nothing."""
         with self.engine.connect() as conn:
-            rows = queue.select_messages(conn, sel, limit=MAX_SELECTED + 1)
+            rows = queue_selection.select_messages(conn, sel, limit=MAX_SELECTED + 1)
             decoded = self._decode([r.msg_id for r in rows])
             marks = self._marks(rows)
             report = self._report(conn, sel, rows, decoded, marks)
@@ -253,13 +254,13 @@ class Replayer:
         if not operator.strip() or not reason.strip():
             raise ValueError("--apply needs --operator NAME and --reason TEXT")
         with self.engine.connect() as conn:
-            first = queue.select_messages(conn, sel, limit=MAX_SELECTED + 1)
+            first = queue_selection.select_messages(conn, sel, limit=MAX_SELECTED + 1)
             conn.rollback()
         decoded = self._decode([r.msg_id for r in first])      # the mailbox is read before any lock
         marks = self._marks(first)
         with self.engine.connect() as conn, conn.begin():
             locks.lock_writer_row(conn)
-            rows = queue.select_messages(conn, sel, limit=MAX_SELECTED + 1, for_update=True)
+            rows = queue_selection.select_messages(conn, sel, limit=MAX_SELECTED + 1, for_update=True)
             late = [r.msg_id for r in rows if r.msg_id not in decoded]
             if late:
                 decoded.update(self._decode(late))
@@ -270,7 +271,8 @@ class Replayer:
             requeued: list[int] = []
             if not blockers:
                 note = f"replayed by {operator.strip()} (audit {audit_id}): {reason.strip()}"
-                requeued = queue.requeue(conn, [i.row.msg_id for i in report.items], now=now, note=note[:2000])
+                requeued = queue_selection.requeue(conn, [i.row.msg_id for i in report.items], now=now,
+                                                   note=note[:2000])
             audit.record_items(conn, audit_id, [self._audit_item(i, requeued, force_stale) for i in report.items])
             audit.set_outcome(conn, audit_id, {**report.summary(), "requeued": len(requeued),
                                                "refused_because": blockers})
@@ -323,7 +325,7 @@ class Replayer:
         rows = rows[:MAX_SELECTED]
         ids = [r.msg_id for r in rows]
         events = outbox.event_summaries(conn, ids)
-        todos = queue.todo_states(conn, ids)
+        todos = queue_selection.todo_states(conn, ids)
         items = []
         for row in rows:
             d = decoded.get(row.msg_id, Decoded(problem="not read"))

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from sqlalchemy import Connection, Engine, text, update
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import audit, cutover_state, locks, queue
+from msgx_engine.store import audit, cutover_state, locks, registration
 from msgx_engine.store.session_lock import SessionLock
 from msgx_engine.store.status import TodoStatus
 from msgx_engine.store.tables import intake_state
@@ -73,7 +73,7 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
     with lock.held() as conn:
         with conn.begin():
             locks.lock_writer_row(conn)
-            pos = queue.intake_position(conn)
+            pos = registration.intake_position(conn)
             if pos.max_registered:
                 raise ShadowStartRefused(
                     f"this shadow has already registered mailbox rows up to id {pos.max_registered}: a starting "
@@ -84,7 +84,7 @@ def start_from(engine: Engine, mailbox: Mailbox, start_id: int, *, operator: str
             audit_id = audit.record(conn, operator, "shadow_start_from", reason,
                                     {"start_id": start_id, "previous_high_water": pos.high_water},
                                     {"high_water": high, "marked_from_start": marked})
-            conn.execute(update(intake_state).where(intake_state.c.name == queue.INTAKE).values(high_water=high))
+            conn.execute(update(intake_state).where(intake_state.c.name == registration.INTAKE).values(high_water=high))
             cutover_state.claim_shadow(conn)     # a production pump refuses this database from now on
     log.warning("shadow start-from (audit %s): mailbox rows from id %s on are read and processed, %s of them "
                 "already marked by production", audit_id, start_id, marked)

@@ -16,8 +16,9 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from msgx_engine.store import audit, locks, queue
-from msgx_engine.store.queue import OPEN, Selection, Status
+from msgx_engine.store import audit, locks, queue_selection
+from msgx_engine.store.queue_selection import Selection
+from msgx_engine.store.status import OPEN, Status
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class SkipResult:
         return self.refusal is None
 
 
-def skip_refusal(row: queue.QueueRow | None) -> str | None:
+def skip_refusal(row: queue_selection.QueueRow | None) -> str | None:
     """Why a message may not be skipped (None: it may)."""
     if row is None:
         return "refused: no such registered message"
@@ -49,14 +50,14 @@ def skip(engine: Engine, msg_id: int, *, operator: str, reason: str, now: dateti
         raise ValueError("skip needs --operator NAME and --reason TEXT")
     with engine.connect() as conn, conn.begin():
         locks.lock_writer_row(conn)
-        rows = queue.select_messages(conn, Selection(ids=(msg_id,)), limit=1, for_update=True)
+        rows = queue_selection.select_messages(conn, Selection(ids=(msg_id,)), limit=1, for_update=True)
         row = rows[0] if rows else None
         refused = skip_refusal(row)
         audit_id = audit.record(conn, operator, "skip", reason, {"ids": [msg_id]})
         before = str(row.status) if row else None
         if refused is None:
             detail = f"skipped by {operator.strip()} (audit {audit_id}): {reason.strip()}"
-            if not queue.operator_skip(conn, msg_id, now=now, detail=detail):
+            if not queue_selection.operator_skip(conn, msg_id, now=now, detail=detail):
                 refused = "refused: the message is no longer open"
         after = str(Status.SKIPPED) if refused is None else before
         audit.record_items(conn, audit_id, [audit.AuditItem(msg_id, before, after, refused or "skipped")])

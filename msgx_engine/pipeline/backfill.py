@@ -21,7 +21,7 @@ from msgx_engine import faults
 from msgx_engine.clock import Clock, local_wall_time
 from msgx_engine.mailbox.adapter import Mailbox
 from msgx_engine.pipeline.policy import RetryPolicy
-from msgx_engine.store import queue
+from msgx_engine.store import backfill_todos
 from msgx_engine.store.queue import TodoStatus
 
 log = logging.getLogger(__name__)
@@ -62,14 +62,14 @@ class Backfill:
         whose own commit then finds nothing left to send."""
         stats = BackfillStats()
         now = self.clock.now()
-        todos = queue.claim_todos(conn, now, self.batch)
+        todos = backfill_todos.claim_todos(conn, now, self.batch)
         if not todos:
             conn.commit()
             return stats
         ids = [t.msg_id for t in todos]
         if self.mailbox.read_only:
-            queue.settle_todos(conn, TodoStatus.SHADOW, ids, self.clock.now(),
-                               "shadow mode: the mark is production's to write, not written here")
+            backfill_todos.settle_todos(conn, TodoStatus.SHADOW, ids, self.clock.now(),
+                                        "shadow mode: the mark is production's to write, not written here")
             conn.commit()
             stats.shadowed = len(ids)
             return stats
@@ -77,16 +77,17 @@ class Backfill:
             marks = self.mailbox.mark_where_null(ids, local_wall_time(now))
         except Exception as exc:  # MySQL down or unreachable: retry later, keep processing
             attempts = max(t.attempts for t in todos) + 1
-            queue.back_off_todos(conn, ids, f"{type(exc).__name__}: {exc}", BACKOFF.next_attempt_at(attempts, now))
+            backfill_todos.back_off_todos(conn, ids, f"{type(exc).__name__}: {exc}",
+                                          BACKOFF.next_attempt_at(attempts, now))
             conn.commit()
             log.warning("backfill of %s row(s) failed, retrying later: %s", len(ids), exc.__class__.__name__)
             stats.failed_attempts = len(ids)
             return stats
         faults.reach("inside_backfill")
         done_at = self.clock.now()
-        queue.settle_todos(conn, TodoStatus.DONE, sorted(marks.marked), done_at)
-        queue.settle_todos(conn, TodoStatus.ALREADY, sorted(marks.already), done_at)
-        queue.settle_todos(conn, TodoStatus.FAILED, sorted(marks.missing), done_at, "mailbox row not found")
+        backfill_todos.settle_todos(conn, TodoStatus.DONE, sorted(marks.marked), done_at)
+        backfill_todos.settle_todos(conn, TodoStatus.ALREADY, sorted(marks.already), done_at)
+        backfill_todos.settle_todos(conn, TodoStatus.FAILED, sorted(marks.missing), done_at, "mailbox row not found")
         conn.commit()
         if marks.missing:
             log.error("ALERT backfill: mailbox rows %s not found, cannot mark", sorted(marks.missing)[:20])
@@ -107,7 +108,7 @@ class Backfill:
 
 
 def pending_count(conn: Connection) -> int:
-    n = queue.pending_todos(conn)
+    n = backfill_todos.pending_todos(conn)
     conn.commit()
     return n
 

@@ -53,7 +53,7 @@ from msgx_engine.mailbox.adapter import Mailbox, MarkedRows
 from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 from msgx_engine.pipeline.request_adoption import adopt_sent
 from msgx_engine.redact import first_line
-from msgx_engine.store import queue
+from msgx_engine.store import registration
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,9 @@ class Intake:
         full = force_full or self._last_full is None
         late = not full and self._due(self._last_late, self.late_scan_every_s, now)
         sweep_starts = late and self._sweep is None and not self.shadow
-        pos = queue.intake_position(conn)
+        pos = registration.intake_position(conn)
         open_gaps = pos.open_gaps
-        gaps_to_check = sorted(set(open_gaps) | set(queue.unarrived_gaps(conn) if full or sweep_starts else ()))
+        gaps_to_check = sorted(set(open_gaps) | set(registration.unarrived_gaps(conn) if full or sweep_starts else ()))
         conn.commit()                    # the position read ends before the mailbox is asked
         try:
             if pos.high_water is None:
@@ -167,14 +167,14 @@ class Intake:
                 self._last_late = now
                 self._sweep = None
             elif late:
-                low = max(queue.low_water(conn, pos.max_registered) - self.late_window, 0)
+                low = max(registration.low_water(conn, pos.max_registered) - self.late_window, 0)
                 candidates += self.mailbox.unprocessed_ids(low, self.batch * 4)
                 candidates += self._sweep_slice(conn, base, now)
                 self._last_late = now
             # the requests any installation sent, before the answers among the rows are processed (L16)
             requests_read = adopt_sent(conn, self.mailbox, now, self._requests_read)
             ids = sorted(set(candidates))
-            known = queue.registered_among(conn, ids)
+            known = registration.registered_among(conn, ids)
             new_ids = [i for i in ids if i not in known]
             holes = self._holes(new_ids, base)
         except SQLAlchemyError as exc:
@@ -198,7 +198,7 @@ class Intake:
         """A read-only (shadow) mailbox: read by id, ignore production's marks (module doc)."""
         return self.mailbox.read_only
 
-    def _adopt(self, conn: Connection, pos: queue.IntakePosition) -> queue.IntakePosition:
+    def _adopt(self, conn: Connection, pos: registration.IntakePosition) -> registration.IntakePosition:
         """The first pass of a database without a high-water mark: a fresh installation takes the
         mailbox's already-marked rows as processed before it; one that registered rows before the
         mark existed accounts for exactly those.
@@ -216,12 +216,12 @@ class Intake:
                 exc = StateLost(high, marked_at)
                 log.error("ALERT %s", exc)
                 raise exc
-        queue.raise_high_water(conn, high)
+        registration.raise_high_water(conn, high)
         conn.commit()                    # the adopted mark holds whatever the rest of the pass meets
         if high and not pos.max_registered:
             log.warning("adopting the mailbox: rows up to id %s already marked processed are taken as "
                         "processed before this installation", high)
-        return queue.IntakePosition(pos.max_registered, high)
+        return registration.IntakePosition(pos.max_registered, high)
 
     def _marks(self, ids: list[int]) -> dict[int, datetime | None]:
         """The mark of each id that exists in the mailbox (chunked: the passed gaps can be many)."""
@@ -243,7 +243,7 @@ class Intake:
 
     def _mark_again(self, conn: Connection, known: list[int], now: datetime) -> None:
         """Registered rows the scans found unmarked: the terminal ones lost their mark (C-15)."""
-        again = queue.requeue_reset_marks(conn, known, seen_before=now, now=now)
+        again = registration.requeue_reset_marks(conn, known, seen_before=now, now=now)
         if again:
             shown = ", ".join(map(str, again[:20])) + (" …" if len(again) > 20 else "")
             log.warning("the processed mark of %s mailbox row(s) was reset to NULL after processing (%s); "
@@ -281,7 +281,7 @@ class Intake:
         found = self.mailbox.unprocessed_ids_between(start, upto)
         if upto >= top:
             self._sweep = None
-            queue.record_full_scan(conn, now)
+            registration.record_full_scan(conn, now)
         else:
             self._sweep = upto
         return found
@@ -295,12 +295,12 @@ class Intake:
                 break
             found += page
             after = page[-1]
-        queue.record_full_scan(conn, self.clock.now())
+        registration.record_full_scan(conn, self.clock.now())
         return found
 
-    def _register(self, conn: Connection, new_ids: list[int], pos: queue.IntakePosition, now: datetime,
+    def _register(self, conn: Connection, new_ids: list[int], pos: registration.IntakePosition, now: datetime,
                   stats: IntakeStats, holes: list[int]) -> None:
-        done = queue.register(conn, new_ids, pos.max_registered, now, holes, accounted_for=pos.accounted_for)
+        done = registration.register(conn, new_ids, pos.max_registered, now, holes, accounted_for=pos.accounted_for)
         self.floor.lower(min(new_ids))
         stats.registered += done.registered
         stats.late_arrivals += len(done.late)

@@ -34,7 +34,7 @@ from msgx_engine.pipeline.outcomes import StepKind
 from msgx_engine.pipeline.protocol import Processor
 from msgx_engine.pipeline.writer import LockLost
 from msgx_engine.pipeline.writer_scope import writer_scope
-from msgx_engine.store import locks, monitoring, queue
+from msgx_engine.store import backfill_todos, locks, monitoring, queue_figures
 from msgx_engine.store.cutover_state import WriteRight, WritesStopped
 from msgx_engine.store.session_lock import SessionLock
 
@@ -97,7 +97,7 @@ def pause_s(options: PumpOptions, quiet_for_s: float) -> float:
 
 
 def status_counts(conn: Connection) -> dict[str, int]:
-    counts = queue.status_counts(conn)
+    counts = queue_figures.status_counts(conn)
     conn.commit()
     return counts
 
@@ -277,7 +277,8 @@ class Pump:
     def _drained(self) -> bool:
         assert self.conn is not None
         with writer_scope(self.conn, self.uow) as conn:     # its two reads end with the scope's commit
-            open_rows = queue.open_count(conn)
-            todo_due = queue.due_todos(conn, self.processor.clock.now()) if self.options.inline_backfill else 0
+            open_rows = queue_figures.open_count(conn)
+            todo_due = (backfill_todos.due_todos(conn, self.processor.clock.now())
+                        if self.options.inline_backfill else 0)
         return open_rows == 0 and todo_due == 0
 

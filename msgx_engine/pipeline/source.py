@@ -13,7 +13,7 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from msgx_engine.mailbox.adapter import Mailbox
-from msgx_engine.store import queue
+from msgx_engine.store import registration
 
 
 class SourceUnavailable(RuntimeError):
@@ -41,7 +41,7 @@ class BodySource:
         self._bodies.pop(msg_id, None)
 
     def _fill(self, conn: Connection, head_id: int) -> None:
-        ahead = queue.open_ids_after(conn, head_id, self.prefetch - 1)
+        ahead = registration.open_ids_after(conn, head_id, self.prefetch - 1)
         wanted = [head_id] + [i for i in ahead if i not in self._bodies]
         try:
             rows = self.mailbox.bodies(wanted, max_bytes=self.small_bytes)

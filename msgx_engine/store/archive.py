@@ -11,7 +11,7 @@ its age, with its history and events, until it is replayed, skipped or acknowled
 ``proc_state`` row (with the mark's outcome), its history and its events are copied column
 for column and then deleted; the copies are ``ON CONFLICT DO NOTHING``, so a batch redone after a
 crash converges. The mailbox ids stay
-in ``proc_state_archive``, where intake looks them up (``store.queue.unregistered``).
+in ``proc_state_archive``, where intake looks them up (``store.registration.registered_among``).
 
 Flights: an unowned row (FDAY NULL, D31, FLOP for an unknown FLID) not updated since the purge cutoff is retired like a
 delete (D2, soft delete: ``deleted``, ``state_version + 1``, a released tombstone event under the housekeeping

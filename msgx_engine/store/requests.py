@@ -1,5 +1,5 @@
 """The requests msgx sends to the AODB (``req_track``): every statement over them and their status
-words, in one place, as ``store.queue`` is for the message queue.
+words, in one place, as ``store.queue`` and its siblings are for the message queue.
 
 Two users. The request tracker (``msgx_engine.requests.tracker``) registers, sends and times out
 requests; it decides, and the statements it runs are here, each in the transaction it hands in.
@@ -24,7 +24,7 @@ from msgx_engine.sis.requests import SentRequest
 from msgx_engine.store import metric_totals
 from msgx_engine.store.ledger import LedgerConflict
 from msgx_engine.store.outbox import OutboxRow
-from msgx_engine.store.queue import ARRIVED
+from msgx_engine.store.registration import ARRIVED
 from msgx_engine.store.tables import proc_state, req_track
 
 

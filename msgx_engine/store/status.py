@@ -1,7 +1,9 @@
 """The status words of the queue tables (``proc_state.status``, ``backfill_todo.status``).
 
-Defined once, below ``store.tables`` (whose partial indexes name them) and ``store.queue`` (which
-owns every statement over these tables and re-exports them); SQL IN-lists are built from them.
+Defined once, below ``store.tables`` (whose partial indexes name them) and the modules that hold
+every statement over these tables (``store.queue``, which re-exports them, ``store.registration``,
+``store.backfill_todos``, ``store.queue_figures`` and ``store.queue_selection``); SQL IN-lists are
+built from them.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 
 from msgx_engine.operations.replay import Replayer
 from msgx_engine.store.flights import FlightRepository
-from msgx_engine.store.queue import Selection
+from msgx_engine.store.queue_selection import Selection
 from msgx_engine.store.tables import msg_identity
 from tests.builders import envelope, flop, gtdt
 from tests.conftest import MSGX_BIN

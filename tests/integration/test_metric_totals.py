@@ -18,7 +18,7 @@ from sqlalchemy import text
 from msgx_engine.app import App
 from msgx_engine.pipeline.pump import PumpOptions
 from msgx_engine.requests.tracker import RequestTracker
-from msgx_engine.store import metric_totals, queue
+from msgx_engine.store import metric_totals, queue_figures
 from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN
 from tests.metrics_support import TickingClock, histogram, scrape, values_of
@@ -46,7 +46,7 @@ def by_labels(app: App) -> dict[tuple[str, str, str], float]:
     """What proc_state says ended, as (status, styp, type) -> count (the counter's label order)."""
     out: dict[tuple[str, str, str], float] = {}
     with app.engine.connect() as conn:
-        for mtype, styp, status, _, n in queue.outcome_counts(conn):
+        for mtype, styp, status, _, n in queue_figures.outcome_counts(conn):
             key = (status, styp or "", mtype or "")
             out[key] = out.get(key, 0) + n
     return out

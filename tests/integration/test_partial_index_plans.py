@@ -18,21 +18,31 @@ import pytest
 from sqlalchemy import text
 
 from msgx_engine.db import make_engine
-from msgx_engine.store import bridges, cutover_state, monitoring, overview, queue
+from msgx_engine.store import (
+    backfill_todos,
+    bridges,
+    cutover_state,
+    monitoring,
+    overview,
+    queue,
+    queue_figures,
+    registration,
+)
 
 NOW = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
 # each read, and the partial index it is meant to read
 READS = {
-    "queue.low_water": (lambda c: queue.low_water(c, 0), ("proc_state_open_idx", "backfill_todo_pending_idx")),
+    "registration.low_water": (lambda c: registration.low_water(c, 0),
+                               ("proc_state_open_idx", "backfill_todo_pending_idx")),
     "queue.heads": (lambda c: queue.heads(c, pid=-1, writer_row="writer", limit=64, start=19_991),
                     ("proc_state_open_idx",)),
-    "queue.open_count": (queue.open_count, ("proc_state_open_idx",)),
-    "queue.head_summary": (queue.head_summary, ("proc_state_open_idx",)),
-    "queue.open_ids_after": (lambda c: queue.open_ids_after(c, 0, 10), ("proc_state_open_idx",)),
-    "queue.claim_todos": (lambda c: queue.claim_todos(c, NOW, 10), ("backfill_todo_pending_idx",)),
-    "queue.pending_todos": (queue.pending_todos, ("backfill_todo_pending_idx",)),
-    "queue.due_todos": (lambda c: queue.due_todos(c, NOW), ("backfill_todo_pending_idx",)),
-    "queue.backfill_summary": (queue.backfill_summary, ("backfill_todo_pending_idx",)),
+    "queue_figures.open_count": (queue_figures.open_count, ("proc_state_open_idx",)),
+    "queue_figures.head_summary": (queue_figures.head_summary, ("proc_state_open_idx",)),
+    "registration.open_ids_after": (lambda c: registration.open_ids_after(c, 0, 10), ("proc_state_open_idx",)),
+    "backfill_todos.claim_todos": (lambda c: backfill_todos.claim_todos(c, NOW, 10), ("backfill_todo_pending_idx",)),
+    "backfill_todos.pending_todos": (backfill_todos.pending_todos, ("backfill_todo_pending_idx",)),
+    "backfill_todos.due_todos": (lambda c: backfill_todos.due_todos(c, NOW), ("backfill_todo_pending_idx",)),
+    "queue_figures.backfill_summary": (queue_figures.backfill_summary, ("backfill_todo_pending_idx",)),
     "cutover_state.position": (cutover_state.position, ("proc_state_open_idx",)),
     "cutover_state.pending_marks": (lambda c: cutover_state.pending_marks(c, 10**9), ("backfill_todo_pending_idx",)),
     "monitoring.waiting_dead_count": (monitoring.waiting_dead_count, ("proc_state_attention_idx",)),

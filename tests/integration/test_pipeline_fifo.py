@@ -11,7 +11,7 @@ from sqlalchemy import select, text
 from msgx_engine.mailbox.tables import cminmsgs
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.writer import try_lock
-from msgx_engine.store.queue import OPEN, TERMINAL
+from msgx_engine.store.status import OPEN, TERMINAL
 from msgx_engine.store.tables import detail_tables, proc_state
 from tests.builders import gtdt
 

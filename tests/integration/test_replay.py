@@ -11,7 +11,7 @@ import subprocess
 
 from msgx_engine.operations.replay import Replayer
 from msgx_engine.store import audit
-from msgx_engine.store.queue import Selection
+from msgx_engine.store.queue_selection import Selection
 from tests.builders import envelope, gtdt
 from tests.conftest import MSGX_BIN
 from tests.fault_support import fault_fixture, sql, until_dead  # noqa: F401  (the `fault` fixture)

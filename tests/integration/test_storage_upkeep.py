@@ -14,7 +14,7 @@ import psycopg
 from sqlalchemy import text
 
 from msgx_engine.db import make_engine
-from msgx_engine.store import queue
+from msgx_engine.store import queue, registration
 
 # what 0016 sets on the tables every message rewrites (a few of them; the migration lists all)
 EXPECTED = {
@@ -47,7 +47,7 @@ def _applied_hot_share(url: str, messages: int = 640) -> float:
     ids = list(range(1, messages + 1))
     try:
         with engine.begin() as conn:
-            queue.register(conn, ids, 0, now, [])
+            registration.register(conn, ids, 0, now, [])
         with engine.begin() as conn:
             pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
             for start in range(0, messages, 64):

@@ -9,7 +9,8 @@ import pytest
 from msgx_engine.operations.acknowledge import refusal
 from msgx_engine.operations.outbox_ops import OutboxPreview, excerpt
 from msgx_engine.store.outbox import DeadEvent
-from msgx_engine.store.queue import QueueRow, Status
+from msgx_engine.store.queue_selection import QueueRow
+from msgx_engine.store.status import Status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,7 +10,8 @@ import pytest
 from msgx_engine.config import ConfigError, parse_duration
 from msgx_engine.operations.replay import refusal
 from msgx_engine.operations.skip import skip_refusal
-from msgx_engine.store.queue import QueueRow, Selection, Status
+from msgx_engine.store.queue_selection import QueueRow, Selection
+from msgx_engine.store.status import Status
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

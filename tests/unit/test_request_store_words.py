@@ -1,5 +1,5 @@
 """Where the words live: the request table's statements and status words belong to the store
-(``store.requests``), as the queue's belong to ``store.queue``, and the two "not configured"
+(``store.requests``), as the queue's belong to ``store.queue`` and its siblings, and the two "not configured"
 messages (Kafka, Redis) are named apart. US-08 (request tracking) and OPS-2 (an operator is told
 which missing setting stops which step)."""
 
