@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from msgx_engine.cli.common import is_signed, open_app
+from msgx_engine.cli.common import is_signed, open_app, signed_action
 
 
 def cmd_adopt(args: argparse.Namespace) -> int:
@@ -17,22 +17,11 @@ def cmd_adopt(args: argparse.Namespace) -> int:
     from msgx_engine.operations.recover import AlreadyAdopted, RecoverBusy, adopt
     from msgx_engine.pipeline.pump import PumpBusy
 
-    if not is_signed(args):
-        print("msgx adopt: needs --operator NAME and --reason TEXT", file=sys.stderr)
-        return 2
-    app = open_app()
-    try:
-        app.check_ready()
-        try:
-            result = adopt(app.engine, app.mailbox, operator=args.operator, reason=args.reason)
-        except (RecoverBusy, PumpBusy) as exc:
-            print(f"msgx adopt: {exc}", file=sys.stderr)
-            return 3
-        except AlreadyAdopted as exc:
-            print(f"msgx adopt: {exc}", file=sys.stderr)
-            return 2
-    finally:
-        app.dispose()
+    code, result = signed_action(
+        "adopt", args, lambda app: adopt(app.engine, app.mailbox, operator=args.operator, reason=args.reason),
+        busy=(RecoverBusy, PumpBusy), refused=(AlreadyAdopted,))
+    if result is None:
+        return code
     print(f"adopted the mailbox: rows up to id {result.high_water} are taken as processed before this "
           f"installation; audit {result.audit_id}")
     return 0
@@ -43,22 +32,12 @@ def cmd_shadow_start_from(args: argparse.Namespace) -> int:
     (``operations/shadow_start.py``), so a comparison with production is meaningful from the start."""
     from msgx_engine.operations.shadow_start import ShadowStartBusy, ShadowStartRefused, start_from
 
-    if not is_signed(args):
-        print("msgx shadow start-from: needs --operator NAME and --reason TEXT", file=sys.stderr)
-        return 2
-    app = open_app()
-    try:
-        app.check_ready()
-        try:
-            result = start_from(app.engine, app.mailbox, args.id, operator=args.operator, reason=args.reason)
-        except ShadowStartBusy as exc:
-            print(f"msgx shadow start-from: {exc}", file=sys.stderr)
-            return 3
-        except ShadowStartRefused as exc:
-            print(f"msgx shadow start-from: {exc}", file=sys.stderr)
-            return 2
-    finally:
-        app.dispose()
+    code, result = signed_action(
+        "shadow start-from", args,
+        lambda app: start_from(app.engine, app.mailbox, args.id, operator=args.operator, reason=args.reason),
+        busy=(ShadowStartBusy,), refused=(ShadowStartRefused,))
+    if result is None:
+        return code
     print(f"this shadow starts at mailbox id {result.start_id}: every row from there on is read and processed, "
           f"{result.marked_from_start} of them already processed by production; audit {result.audit_id}")
     return 0
