@@ -234,7 +234,7 @@ class MessageFlights:
         self._write(states, now=now, previous=previous, events=events, plans=plans, limit=limit)
 
     def _write(self, states: Sequence[FlightState], *, now: datetime, previous: Mapping[str, FlightState],
-             events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
+               events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
         """The writes, now: states and events in one round trip, then the plans."""
         conn = self.conn
         # one commit for both transactions (P8): the events are written released, as the terminal

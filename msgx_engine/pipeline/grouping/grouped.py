@@ -4,8 +4,8 @@ One GTDT in a group, from the pump loop to its commit (the steps of ``unit_of_wo
 three performance decisions behind them that the message path need not know):
 
 - ``head``: the next head read ahead in this transaction (P11, ``lookahead.py``: one head query
-  reads the next 64 heads); when none is left, what the write-behind holds is sent first (the
-  head query must see it) and the next heads are read;
+  reads the next 64 heads); when none is left, the group's applied messages commit, or what the
+  write-behind holds is sent (the head query must see it), and the next heads are read;
 - ``begin``: a ``GroupedTransaction``, with the message decoded ahead if it was;
 - ``tx.flights.preloaded``: the flight states of this head and of the read-ahead heads after it,
   read in one statement the first time one of them asks;
@@ -105,7 +105,7 @@ class Grouped(UnitOfWork):
                    source=alone.source, status=alone.status, hooks=alone.hooks, folds=alone.folds,
                    on_release=alone.on_release, floor=floor)
 
-    # --- transaction 1 begins -------------------------------------------------------------------
+    # --- the step: the head, and a message's transaction --------------------------------------
     def head(self, conn: Connection) -> QueueHead | Regroup | None:
         """The next head read ahead in this transaction; else the group's applied messages commit
         and its held writes are sent first (the head query must see them), then the next heads are
@@ -130,7 +130,7 @@ class Grouped(UnitOfWork):
         return GroupedTransaction(self, conn, head, GroupedFlights(self, conn, head, decode_ahead),
                                   self.lookahead.take_decoded(head.msg_id))
 
-    # --- transaction 1 ends ---------------------------------------------------------------------
+    # --- what a message's transaction asks of it --------------------------------------------------
     def applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime,
                 states: Sequence[FlightState]) -> Applied | None:
         """Inside the group the applied mark stays uncommitted (held with the message's writes when
@@ -154,7 +154,6 @@ class Grouped(UnitOfWork):
                 return lost
         return super().post_commit(conn, msg_id, states)
 
-    # --- what a message's transaction asks of it --------------------------------------------------
     def terminal(self, conn: Connection, head: QueueHead, t: Terminal) -> StepResult:
         """A folded message of the group stays uncommitted (its status held with its writes by the
         write-behind, P13); it is counted once its group commits."""
@@ -356,7 +355,7 @@ class GroupedFlights(MessageFlights):
         return self.uow.lookahead.states_for(self.conn, msg, preloadable_flids, self.decode_ahead)
 
     def _write(self, states: Sequence[FlightState], *, now: datetime, previous: Mapping[str, FlightState],
-             events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
+               events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
         """A message of the group that writes no plans is held (P13, write-behind; with two
         transactions, P16) and its states are the next messages' current ones; plans read their
         own writes, so what is held is sent first, then the message's writes, and what they
