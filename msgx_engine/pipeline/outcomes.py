@@ -2,7 +2,7 @@
 
 The message path (``protocol.py``) writes no status while it works: each of its steps returns an
 ``Outcome``, recording (``status.py``) turns the outcome into the one guarded status statement,
-and the unit of work (``unit_of_work.py``, ``grouped.py``) decides when that statement commits.
+and the message's transaction (``unit_of_work.py``, ``grouped.py``) decides when that statement commits.
 The pump only reads the ``StepResult`` at the end. Keeping these values in a module of their own
 lets each of those modules be read without the others.
 """
@@ -121,6 +121,18 @@ class SourceWait:
 
 
 @dataclass(frozen=True)
+class Written:
+    """Transaction 1's writes are made (``msg`` applied at ``applied_at``; ``states``: what its
+    post-commit step sees); what is left is the end of transaction 1, the post-commit step and the
+    terminal status (``MessageTransaction.finish``). ``msg`` None: applied by an earlier attempt
+    (INV-20b), only the post-commit step and the terminal status are left."""
+
+    msg: SisMessage | None
+    applied_at: datetime | None = None
+    states: Sequence[FlightState] = ()
+
+
+@dataclass(frozen=True)
 class Applied:
     """Transaction 1's writes and ``applied_at`` are in the open group's transaction (P12, grouped two-transaction
     messages): the post-commit step and the terminal status follow once the group commits."""
@@ -143,7 +155,7 @@ class Regroup:
             f"group of {self.lost} message(s) rolled back at mailbox id {self.msg_id}; redone one by one"))
 
 
-Outcome = Terminal | Failed | SourceWait | Wait | Applied | Regroup
+Outcome = Terminal | Failed | SourceWait | Wait | Written | Applied | Regroup
 
 
 class DecoderCrash(Exception):

@@ -1,56 +1,54 @@
 """The processing protocol for the queue head (DESIGN §2 steps 2-9): one message's path, read top to bottom.
 
-One message goes through named steps; ``Processor.process`` shows them and where each transaction
-begins and ends:
+One GTDT from the pump loop to its commit. ``Pump._pass`` calls ``Processor.step``; the unit of
+work (``unit_of_work.py``, chosen by ``pump.compose_pump``) reads the ``head`` (transaction 1
+begins: the writer row is locked with it) and ``Processor.process`` opens the message's
+transaction, ``tx = uow.begin(conn, head)``. Then, each step named for what it does:
 
-    head query                 transaction 1 begins: the writer row is locked with the head
     read_and_decode            body from the mailbox (prefetched), hardened decode, ignore rules
-    decide                     the route loads its context under the lock; the pure handler decides
-    write_state                flight states, plans, unreleased outbox events (one round trip)
-    commit_applied             ``applied_at`` + identity binding; transaction 1 commits
-    post_commit                the hooks (the Redis projection) between the transactions
-    commit_terminal            transaction 2: terminal status, history, backfill todo, event release
+    decide                     the route loads its context under the lock (``tx.flights.preloaded``,
+                               ``tx.read_other``); the pure handler decides
+    write_state                ``tx.flights.write``: flight states, events, plans
+    tx.finish(outcome)         ``applied_at`` + identity binding ending transaction 1, the post-commit
+                               hooks (the Redis projection), transaction 2's terminal status, history,
+                               backfill todo and event release; or the waiting or failed status
+    tx.abandon()               transaction 1 ends without its writes (nothing to write, or a failure)
 
-With no post-commit hook, ``commit_applied`` and ``post_commit`` are skipped and the terminal
-status commits with transaction 1 (docs/decisions.md P8, folded transactions; ``MSGX_SPLIT_TRANSACTIONS`` forces the
-split). A message found with ``applied_at`` set is not applied again: only the post-commit and
-the terminal steps run (INV-20b).
+With no post-commit hook the terminal status commits with transaction 1 (docs/decisions.md P8,
+folded transactions; ``MSGX_SPLIT_TRANSACTIONS`` forces the split). A message found with
+``applied_at`` set is not applied again: only the post-commit and the terminal steps run (INV-20b).
 
-Every step before the terminal write returns an ``Outcome`` (``outcomes.py``) instead of writing a
-status, and ``_classify`` is the one place that turns an exception into one: a message fault is a
-FAILED attempt with its error class (backoff, then DEAD); an infrastructure fault that is not the
-message's (PostgreSQL connection dropped, writer lock lost) consumes no attempt and propagates to
-the pump; an unreachable mailbox makes the head wait. ``_record`` then has the outcome written by
-the one guarded status statement (``status.py``, INV-8).
+Every step returns an ``Outcome`` (``outcomes.py``) instead of writing a status, and ``_classify``
+is the one place that turns an exception into one: a message fault is a FAILED attempt with its
+error class (backoff, then DEAD); an infrastructure fault that is not the message's (PostgreSQL
+connection dropped, writer lock lost) consumes no attempt and propagates to the pump; an
+unreachable mailbox makes the head wait. ``tx.finish`` has the outcome written by the one guarded
+status statement (``status.py``, INV-8).
 
-This module never commits or rolls back: it tells its unit of work (``unit_of_work.py``) what
-happened, and the unit of work decides where a transaction ends. So the path reads the same
-whether each message commits alone or the pump groups them (``grouped.py``); the pure decisions
-it asks for (next flight states, verdicts, waits) are in ``transitions.py``. It holds no SQL.
+This module never commits, rolls back or holds a write: the message's transaction does. So the
+path reads the same whether each message commits alone (``write`` sends the rows now, ``finish``
+commits) or the pump groups them (``grouping/grouped.py``: ``write`` hands the rows to the
+write-behind and ``finish`` leaves the commit to the group's); the pure decisions it asks for
+(next flight states, verdicts, waits) are in ``transitions.py``. It holds no SQL.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from functools import partial
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from msgx_engine import faults
 from msgx_engine.clock import Clock
 from msgx_engine.config import KAFKA_MAX_RECORD_BYTES
-from msgx_engine.db import is_disconnect, pipelined
+from msgx_engine.db import is_disconnect
 from msgx_engine.handlers.decision import APPLY, DEAD, Decision
 from msgx_engine.pipeline import routing
-from msgx_engine.pipeline.grouping.grouped import Grouping, unit_of_work
-from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import (
-    Applied,
     DecoderCrash,
     ErrorClass,
     Failed,
@@ -63,8 +61,8 @@ from msgx_engine.pipeline.outcomes import (
     StepResult,
     Terminal,
     Wait,
+    Written,
 )
-from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.policy import RetryPolicy
 from msgx_engine.pipeline.source import BodySource, SourceUnavailable
 from msgx_engine.pipeline.status import StatusRecorder
@@ -77,12 +75,12 @@ from msgx_engine.pipeline.transitions import (
     tree_refused,
     vanished,
 )
+from msgx_engine.pipeline.unit_of_work import MessageTransaction, OneMessage, UnitOfWork
 from msgx_engine.pipeline.writer import LockLost
 from msgx_engine.sis.decode import MAX_BODY_BYTES, SisMessage, SisRefused, decode
 from msgx_engine.state.model import FlightState
 from msgx_engine.store import identity, outbox, queue
 from msgx_engine.store.bridges import BridgeReader
-from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.queue import QueueHead, Status
 from msgx_engine.store.version_floor import Floors
 
@@ -101,9 +99,8 @@ class Processor:
     identity_window: timedelta = identity.DEFAULT_WINDOW      # D26, identity window: how long an identity binds
     split_transactions: bool = False
     max_record_bytes: int = KAFKA_MAX_RECORD_BYTES    # a larger event ends the message DEAD(oversize)
-    grouping: Grouping | None = None                  # the pump's group commit (``pump.compose_pump``)
-    on_release: Callable[[], None] | None = None      # called after a commit that made messages terminal
-    queue_floor: QueueFloor | None = None             # where the head query starts (P40, queue floor; the intake's)
+    # the unit of work the pump runs it under (``pump.compose_pump``); None: one commit per message
+    unit_of_work: UnitOfWork | None = None
     # whether the state database holds any version floor (O19): read when the pump is composed;
     # only the cut-over commands and ``msgx recover`` write floors, never while a pump runs, so a
     # database without any lets a new flight skip the look-up
@@ -111,9 +108,8 @@ class Processor:
 
     def __post_init__(self) -> None:
         self.status = StatusRecorder(self.clock, self.policy, self.identity_window)
-        self.uow = unit_of_work(self.grouping, source=self.source, status=self.status, hooks=self.post_commit,
-                                folds=self.folds_transactions, on_release=self.on_release,
-                                floor=self.queue_floor)
+        self.uow = self.unit_of_work or OneMessage(source=self.source, status=self.status, hooks=self.post_commit,
+                                                   folds=self.folds_transactions)
 
     @property
     def folds_transactions(self) -> bool:
@@ -151,70 +147,63 @@ class Processor:
 
     # --- one message ---------------------------------------------------------------------------
     def process(self, conn: Connection, head: QueueHead) -> StepResult:
-        """The message path. Transaction 1 was begun by the head query. A large body is processed
-        with the garbage collector paused (P20, GC pause), resumed here whatever the end, or when the message
-        waits for its group's commit, once the group is committed (``flush``)."""
+        """The message path, in the head's transaction (begun by the head query). A large body is
+        processed with the garbage collector paused (P20, GC pause), resumed here whatever the
+        end, or when the message waits for its group's commit, once the group is committed
+        (``flush``)."""
+        tx = self.uow.begin(conn, head, self._decode_ahead)
         try:
-            return self._record(conn, head, self._attempt(conn, head))
+            return tx.finish(self._attempt(tx), self._classify)
         finally:
             if not self.uow.holding:
                 gc_pause.resume()
 
-    def _attempt(self, conn: Connection, head: QueueHead) -> Outcome:
-        """Every step up to the terminal status; what it came to, not yet recorded."""
-        step = Step.POST_COMMIT
+    def _attempt(self, tx: MessageTransaction) -> Outcome:
+        """Every step up to the end of transaction 1; what it came to, not yet recorded."""
+        head = tx.head
+        if head.applied_at is not None:       # crash or hook failure after transaction 1 (INV-20b)
+            return Written(None)
+        step = Step.READ_AND_DECODE
         msg: SisMessage | None = None
         routed: routing.Routed | None = None
         states: Sequence[FlightState] = ()
         try:
-            if head.applied_at is not None:       # crash or hook failure after transaction 1 (INV-20b)
-                return self.uow.post_commit(conn, head.msg_id, []) or Terminal(Status.SUCCEEDED)
-            step = Step.READ_AND_DECODE
-            decoded = self.read_and_decode(conn, head)
+            decoded = self.read_and_decode(tx)
             if not isinstance(decoded, SisMessage):
                 return decoded
             msg = decoded
             step = Step.DECIDE
-            routed = self.decide(conn, head, msg)
+            routed = self.decide(tx, msg)
             if routed.decision.outcome == APPLY:
                 step = Step.WRITE_STATE
                 now = self.clock.now()
-                states = self.write_state(conn, head, msg, routed, now)
+                states = self.write_state(tx, msg, routed, now)
                 refused = msg.refusal()         # P32, tree checks in the helper: before anything commits
                 if refused is not None:
                     raise refused
-                if self.folds_transactions:     # transaction 2 commits with transaction 1 (P8)
-                    faults.reach("before_tx1_commit")
-                    return Terminal(Status.SUCCEEDED, msg=msg, applied_at=now)
-                step = Step.COMMIT_APPLIED
-                joined = self.uow.applied(conn, head, msg, now, states)
-                if joined is not None:          # transaction 1 commits with its group's (P12, grouped two-transaction
-                                                # messages)
-                    return joined
-                faults.reach("between_tx1_tx2")
-                step = Step.POST_COMMIT
-                return self.uow.post_commit(conn, head.msg_id, states) or Terminal(Status.SUCCEEDED)
-            lost = self.uow.undo(conn, head.msg_id)      # nothing to write: transaction 1 ends here
+                return Written(msg, now, states)
+            lost = tx.abandon()                 # nothing to write: transaction 1 ends here
             if lost is not None:
                 return lost
         except Exception as exc:
-            return self._classify(conn, head, step, msg, exc)
+            return self._classify(tx, step, msg, exc)
         finally:
             gc_pause.hold(msg, routed, states)   # a large message's objects are freed once it has committed
-        return self._verdict(conn, head, decoded, routed.decision)
+        return self._verdict(tx.conn, head, decoded, routed.decision)
 
-    def read_and_decode(self, conn: Connection, head: QueueHead) -> SisMessage | Terminal | Wait:
+    def read_and_decode(self, tx: MessageTransaction) -> SisMessage | Terminal | Wait:
         """The body (a vanished mailbox row waits for an operator, D24), the hardened decode (DEAD
         MALFORMED, or SKIPPED when an ignore rule names the type anyway), the ignore rules (US-04).
         Raises SourceUnavailable when the mailbox cannot be read, DecoderCrash when the decoder
         itself fails."""
-        body = self.source.body(conn, head.msg_id)
+        head = tx.head
+        body = self.source.body(tx.conn, head.msg_id)
         if body is None:
             self.source.forget(head.msg_id)          # look in the mailbox again next time
             return vanished(head, self.policy)
         gc_pause.pause_for(len(body))
         try:
-            msg = self.uow.decoded(head.msg_id) or decode(body, max_bytes=self.max_body_bytes, hasher=offload.submit)
+            msg = tx.decoded_ahead or decode(body, max_bytes=self.max_body_bytes, hasher=offload.submit)
         except SisRefused as exc:
             rule = ignored_by(self.ignore_rules, exc.meta) if exc.meta is not None else None
             if rule is not None:     # US-04: an ignored type is skipped whatever its body looks like
@@ -227,53 +216,37 @@ class Processor:
             return tree_refused(msg) or Terminal(Status.SKIPPED, f"ignored:{rule}", msg=msg, bind=False)
         return msg
 
-    def decide(self, conn: Connection, head: QueueHead, msg: SisMessage) -> routing.Routed:
-        """Route and decide under the writer row lock the head query took (transaction 1)."""
+    def decide(self, tx: MessageTransaction, msg: SisMessage) -> routing.Routed:
+        """Route and decide under the writer row lock the head query took (transaction 1): with
+        the flight states read ahead for the message when they cover it, any other read after
+        the transaction's writes it could see are sent (``read_other``)."""
+        head = tx.head
         if not head.writer_held:
             raise LockLost("transaction 1 refused: this session does not hold the writer lock")
-        preloaded = self.uow.preloaded(conn, msg, routing.preloadable_flids, self._decode_ahead)
-        routed = routing.decide(conn, msg, head.msg_id, preloaded,
-                                before_read=lambda concerns: self.uow.before_read(conn, concerns))
+        routed = routing.decide(tx.conn, msg, head.msg_id, tx.flights.preloaded(msg), before_read=tx.read_other)
         if routed.decision.alert:
             log.error("ALERT mailbox id %s %s: %s", head.msg_id, msg.meta.type_styp, routed.decision.alert)
         return routed
 
-    def write_state(self, conn: Connection, head: QueueHead, msg: SisMessage,
-                    routed: routing.Routed, now: datetime) -> list[FlightState]:
-        """The decision's flight states, its plans and the unreleased outbox events (INV-17b).
+    def write_state(self, tx: MessageTransaction, msg: SisMessage, routed: routing.Routed,
+                    now: datetime) -> list[FlightState]:
+        """Write the decision's flight states, its plans and the unreleased outbox events
+        (INV-17b) in the message's transaction; the states its post-commit step sees.
 
         Identity (INV-9, D26) is checked optimistically: binding it is part of the guarded status
         write, and a binding held by another row inside the window refuses it, which rolls the whole
         transaction back before the clash is classified. One round trip less per message."""
-        msg_id = head.msg_id
-        states, events, shown = next_states(routed, msg_id, msg.meta, BridgeReader(conn, msg_id),
+        conn, head = tx.conn, tx.head
+        states, events, shown = next_states(routed, head.msg_id, msg.meta, BridgeReader(conn, head.msg_id),
                                             replayed=head.replayed,
                                             floor=Floors(conn) if self.version_floors else lambda flid: 0)
-        decision = routed.decision
-        if not decision.plans:      # before the first write (item 8); with plans, ``insert`` checks each row once
-            outbox.check_record_sizes(events, self.max_record_bytes)
-        if self.uow.holds(conn, head, states, routed.flights, events, plans=bool(decision.plans)):
-            return shown            # written with the group's other messages (P13, write-behind)
-        # one commit for both transactions (P8): the events are written released, as the terminal
-        # status write would release them in the same commit (P25, events released at write)
-        released_at = now if self.folds_transactions else None
-        with pipelined(conn):        # the writes travel together: one round trip, not one each
-            # the route looked up every flight it writes: one it did not find has no stored row
-            FlightRepository(conn).persist_next_states(states, now=now, previous=routed.flights,
-                                                       unstored={st.flid for st in states} - set(routed.flights))
-            if not decision.plans:
-                outbox.insert(conn, events, released_at=released_at)
-                events = []
-        # plan writers read their own results (ledger CAS): not pipelined
-        planned = write_plans(conn, decision.plans, msg_id, now)
-        # each row, the events' too, checked as it is written (a snapshot's are built then):
-        # RecordTooLarge aborts the statement, and the rollback undoes the flights and the plans
-        outbox.insert(conn, [*events, *planned] if events else planned, released_at=released_at,
-                      limit=self.max_record_bytes)
+        plans = routed.decision.plans
+        tx.flights.write(states, now=now, previous=routed.flights, events=events, plans=plans,
+                         limit=self.max_record_bytes)
         # a plan writes flights of its own: the post-commit step then reads every flight the
         # message's events name instead of only the changed ones; a silent write (F6, last writer wins) has no event
         # and nothing for the projection
-        return [] if decision.plans else shown
+        return [] if plans else shown
 
     # --- verdicts and failures ---------------------------------------------------------------
     def _verdict(self, conn: Connection, head: QueueHead, msg: SisMessage, decision: Decision) -> Terminal:
@@ -290,10 +263,10 @@ class Processor:
         return Terminal(Status.SKIPPED, decision.reason, decision.detail, msg=msg,
                         bind=decision.reason == "unsupported")
 
-    def _classify(self, conn: Connection, head: QueueHead, step: Step, msg: SisMessage | None,
-                  exc: Exception) -> Outcome:
+    def _classify(self, tx: MessageTransaction, step: Step, msg: SisMessage | None, exc: Exception) -> Outcome:
         """The one place a failure is classified. Raises what is not the message's fault: a lost
         PostgreSQL session or writer lock (the pump reconnects), any error reading the queue."""
+        conn, head = tx.conn, tx.head
         if isinstance(exc, SourceUnavailable):      # the mailbox, not the message: wait, no attempt
             return SourceWait(exc)
         if isinstance(exc, DecoderCrash):           # a decoder defect, not a verdict on the message: retried
@@ -301,7 +274,7 @@ class Processor:
             return Failed(ErrorClass.CODEC_ERROR, exc.error)
         if step == Step.READ_AND_DECODE:            # reading the queue failed: the pump decides
             raise exc
-        lost = self.uow.undo(conn, head.msg_id)
+        lost = tx.abandon()
         if lost is not None:                        # an open group went with it: redone one by one (P10, group commit)
             return lost
         if isinstance(exc, LockLost) or (isinstance(exc, SQLAlchemyError) and is_disconnect(exc)):
@@ -322,30 +295,6 @@ class Processor:
             return Failed(ErrorClass.INFRA, exc, msg)
         log.exception("handler error on mailbox id %s", head.msg_id)
         return Failed(ErrorClass.HANDLER_ERROR, exc, msg)
-
-    # --- recording: the outcome's status statement, committed by the unit of work -------------
-    def _record(self, conn: Connection, head: QueueHead, outcome: Outcome) -> StepResult:
-        """Have the outcome written by its guarded status statement, and settled."""
-        if isinstance(outcome, Terminal) and outcome.applied_at is not None:
-            # Folded: this commit is transaction 1's too, so its failure is a transaction-1
-            # failure (an identity clash surfaces here, through the unique constraint).
-            try:
-                return self.uow.terminal(conn, head, outcome)
-            except Exception as exc:
-                outcome = self._classify(conn, head, Step.WRITE_STATE, outcome.msg, exc)
-        if isinstance(outcome, Failed):             # US-03 AC4/AC5: the last attempt ends it DEAD
-            outcome = self.status.exhausted(head, outcome) or outcome
-        if isinstance(outcome, Regroup):
-            return outcome.result
-        if isinstance(outcome, SourceWait):
-            return self.uow.settle(conn, self.status.source_wait(conn, head, outcome.exc))
-        if isinstance(outcome, Wait):
-            return self.uow.record(conn, head.msg_id, partial(self.status.wait, conn, head, outcome))
-        if isinstance(outcome, Failed):
-            return self.uow.record(conn, head.msg_id, partial(self.status.failed, conn, head, outcome))
-        if isinstance(outcome, Applied):
-            return self.uow.hold_applied(conn, head, outcome)
-        return self.uow.terminal(conn, head, outcome)
 
     # --- identity and read-ahead (INV-9, D26, P11) ----------------------------------------------
     def _bound_elsewhere(self, conn: Connection, head: QueueHead, msg: SisMessage) -> identity.Binding | None:

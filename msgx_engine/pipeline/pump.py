@@ -26,12 +26,13 @@ from sqlalchemy.exc import DBAPIError, SQLAlchemyError
 from msgx_engine.db import is_disconnect
 from msgx_engine.mailbox.lock import MailboxBusy, MailboxLock
 from msgx_engine.pipeline.backfill import Backfill
-from msgx_engine.pipeline.grouping.grouped import Grouping
+from msgx_engine.pipeline.grouping.grouped import Grouped, Grouping
 from msgx_engine.pipeline.grouping.lookahead import DEFAULT_SIZE as READ_AHEAD
 from msgx_engine.pipeline.intake import Intake
 from msgx_engine.pipeline.large_bodies import gc_pause, offload
 from msgx_engine.pipeline.outcomes import StepKind
 from msgx_engine.pipeline.protocol import Processor
+from msgx_engine.pipeline.unit_of_work import OneMessage, UnitOfWork
 from msgx_engine.pipeline.writer import LockLost
 from msgx_engine.pipeline.writer_scope import writer_scope
 from msgx_engine.store import backfill_todos, locks, monitoring, queue_figures
@@ -106,12 +107,18 @@ def compose_pump(engine: Engine, processor: Processor, intake: Intake, backfill:
                  options: PumpOptions | None = None, *, on_release: Callable[[], None] | None = None,
                  **kw) -> Pump:
     """The pump, put together in one place: ``processor`` under the unit of work ``options`` ask
-    for (group commit, read-ahead, write-behind: P10-P16), calling ``on_release`` (the inline
-    dispatcher's wake-up: delivery follows the commit) after each commit that released events.
-    The processor's body source comes along with what it has read already."""
+    for, one commit per message (``group_messages=1``) or the group commit with its read-ahead
+    and write-behind (P10-P16), calling ``on_release`` (the inline dispatcher's wake-up: delivery
+    follows the commit) after each commit that released events. The processor's body source
+    comes along with what it has read already."""
     options = options or PumpOptions()
-    pumped = replace(processor, grouping=options.grouping(), on_release=on_release, queue_floor=intake.floor)
-    return Pump(engine, pumped, intake, backfill, options, **kw)
+    p = processor
+    alone = OneMessage(source=p.source, status=p.status, hooks=p.post_commit, folds=p.folds_transactions,
+                       on_release=on_release)
+    uow: UnitOfWork = alone
+    if options.group_messages > 1:
+        uow = Grouped.over(alone, options.grouping(), floor=intake.floor)
+    return Pump(engine, replace(processor, unit_of_work=uow), intake, backfill, options, **kw)
 
 
 class Pump:

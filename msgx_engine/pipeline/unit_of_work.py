@@ -1,19 +1,34 @@
-"""The unit of work of the queue head: the one owner of the pump's transaction boundaries.
+"""The unit of work of the queue head: where the pump's transactions begin and end.
 
-The message path (``protocol.py``) says what happened to a message (its head was read, its writes
-are ready, it was applied, its status is written, something failed) and never commits or rolls
-back itself. A unit of work turns each of those into transaction boundaries:
+One GTDT, from the pump loop to its commit. ``Pump._pass`` calls ``Processor.step``, which asks
+its unit of work for the ``head`` (transaction 1 begins: the head query locks the writer row) and
+opens the message's transaction, ``begin(conn, head)``: a ``MessageTransaction``. Through it, and
+only through it, the message path (``protocol.py``) works on the message:
 
-- ``OneMessage``: every message commits on its own, transaction 1 then (after the post-commit
-  hooks) transaction 2, or both as one commit when there is no hook (docs/decisions.md P8, folded transactions). This
-  is what ``App.processor()`` gives, and what a grouped run falls back to after a redo.
-- ``Grouped`` (``grouped.py``): the pump's group commit (P10) with its read-ahead (P11) and
-  write-behind (P13, P16): consecutive messages share one transaction, and the unit of work
-  reads, holds and writes for them.
+- ``tx.flights``, the message's flights: ``preloaded`` (what was read ahead for it, for the
+  route) and ``write`` (its flight states, events and plans);
+- ``tx.read_other(concerns)`` before a statement reads the store (a route's loader, a derived
+  field's read), so it sees every write the transaction made;
+- ``tx.finish(outcome)``: the end of transaction 1, the post-commit step, the terminal (or
+  waiting, or failed) status and the commits, as the outcome asks; the step's ``StepResult``;
+- ``tx.abandon()``: transaction 1 ends without its writes (nothing to write, or a failure).
 
-Both answer the same methods. A rollback that takes an open group with it is not an exception:
-the methods that can cost the group return a ``Regroup`` (or its REGROUP step result), the step
-ends there, and the pump redoes those messages one commit each.
+The two units of work answer these alike, so the path reads the same in both modes:
+
+- ``OneMessage`` (here): every message commits on its own. ``write`` sends the states and events
+  now (one pipelined round trip, then the plans), ``finish`` commits transaction 1, runs the
+  post-commit hooks, then commits transaction 2, or both as one commit when there is no hook
+  (docs/decisions.md P8, folded transactions). This is what ``App.processor()`` gives, and what
+  ``PumpOptions(group_messages=1)`` asks for.
+- ``Grouped`` (``grouping/grouped.py``): the pump's group commit (P10) with its read-ahead (P11)
+  and write-behind (P13, P16). ``write`` hands the states to the write-behind, which sends them
+  at the group's commit or before the next statement that could read them (a later message's
+  ``read_other`` or head query); ``finish`` leaves the status uncommitted for the group's commit.
+
+``pump.compose_pump`` picks the one the pump runs. A rollback that takes an open group with it
+is not an exception: ``finish`` and ``abandon`` return the REGROUP step result (or ``Regroup``),
+the step ends there, and the pump redoes those messages one commit each. The pump itself uses
+``flush``, ``committed``, ``discard`` and ``holding``.
 """
 
 from __future__ import annotations
@@ -21,13 +36,30 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from msgx_engine import faults
+from msgx_engine.db import pipelined
+from msgx_engine.handlers.decision import Plan
 from msgx_engine.pipeline.large_bodies import gc_pause
-from msgx_engine.pipeline.outcomes import Applied, PostCommitHook, Regroup, StepKind, StepResult, Terminal
+from msgx_engine.pipeline.outcomes import (
+    Applied,
+    Failed,
+    Outcome,
+    PostCommitHook,
+    Regroup,
+    SourceWait,
+    Step,
+    StepKind,
+    StepResult,
+    Terminal,
+    Wait,
+    Written,
+)
+from msgx_engine.pipeline.plans import write_plans
 from msgx_engine.pipeline.source import BodySource
 from msgx_engine.pipeline.status import StatusRecorder, pid
 from msgx_engine.sis.decode import SisMessage
@@ -35,13 +67,14 @@ from msgx_engine.state.model import FlightState
 from msgx_engine.store import locks, outbox, queue
 from msgx_engine.store.flights import FlightRepository
 from msgx_engine.store.outbox import OutboxRow
-from msgx_engine.store.queue import QueueHead
+from msgx_engine.store.queue import QueueHead, Status
 
 # Whether a read of the store could see a held write (``routing.BeforeRead``'s argument).
 Concerns = Callable[[FlightState], bool] | None
 # The read-ahead's decode of a later head (None: not read yet, or it does not decode).
 DecodeAhead = Callable[[int], SisMessage | None]
-FlidsOf = Callable[[SisMessage], list[str] | None]
+# ``Processor._classify``: how a failure of the steps ``finish`` runs becomes an outcome.
+Classify = Callable[["MessageTransaction", Step, SisMessage | None, Exception], Outcome]
 
 
 class UnitOfWork(ABC):
@@ -55,31 +88,22 @@ class UnitOfWork(ABC):
         self.folds = folds      # no post-commit step: transaction 2 commits with transaction 1 (P8)
         self.on_release = on_release
 
-    # --- transaction 1 begins: the head and what it reads ------------------------------------
+    # --- the step: the head, and a message's transaction ------------------------------------
     @abstractmethod
     def head(self, conn: Connection) -> QueueHead | Regroup | None:
         """The smallest non-terminal id (INV-3); its query locks the writer row."""
 
-    def decoded(self, msg_id: int) -> SisMessage | None:
-        """The head's message if it was decoded ahead (P11)."""
-        return None
+    def begin(self, conn: Connection, head: QueueHead, decode_ahead: DecodeAhead) -> MessageTransaction:
+        """The head's transaction (transaction 1, begun by the head query). ``decode_ahead``
+        decodes a later head whose body is read already (the read-ahead's, P11)."""
+        return MessageTransaction(self, conn, head, MessageFlights(conn, head, folds=self.folds))
 
-    def preloaded(self, conn: Connection, msg: SisMessage, flids_of: FlidsOf,
-                  decode_ahead: DecodeAhead) -> Mapping[str, FlightState | None] | None:
-        """Flight states read ahead for ``msg`` (P11); None: the route loads its own."""
-        return None
+    @abstractmethod
+    def settle(self, conn: Connection, result: StepResult) -> StepResult:
+        """The step ends (the head idles or waits, or a status is written): what is open commits;
+        ``result``, or REGROUP when the group was lost."""
 
-    def before_read(self, conn: Connection, concerns: Concerns) -> None:
-        """A statement is about to read the store: anything held that it could see goes first."""
-        return None
-
-    def holds(self, conn: Connection, head: QueueHead, states: Sequence[FlightState],
-              loaded: Mapping[str, FlightState], events: Sequence[OutboxRow], *, plans: bool) -> bool:
-        """True: the unit of work holds the message's states and events and writes them later
-        (P13, write-behind); False: the caller writes them now."""
-        return False
-
-    # --- transaction 1 ends -------------------------------------------------------------------
+    # --- what a message's transaction asks of it ----------------------------------------------
     @abstractmethod
     def applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime,
                 states: Sequence[FlightState]) -> Applied | None:
@@ -100,7 +124,6 @@ class UnitOfWork(ABC):
         for hook in self.hooks:
             hook(conn, msg_id, states)
 
-    # --- recording: the status statement and its commit ---------------------------------------
     def terminal(self, conn: Connection, head: QueueHead, t: Terminal) -> StepResult:
         """Write the terminal status and commit it (transaction 2, or transaction 1's commit when
         folded): the message is done."""
@@ -131,10 +154,6 @@ class UnitOfWork(ABC):
             if lost is not None:
                 return lost.result
             raise
-
-    @abstractmethod
-    def settle(self, conn: Connection, result: StepResult) -> StepResult:
-        """The step ends: what is open commits; ``result``, or REGROUP when the group was lost."""
 
     @abstractmethod
     def undo(self, conn: Connection, msg_id: int) -> Regroup | None:
@@ -188,6 +207,128 @@ class OneMessage(UnitOfWork):
 
     def undo(self, conn: Connection, msg_id: int) -> None:
         quiet_rollback(conn)
+
+
+class MessageFlights:
+    """One message's flights: what was read ahead for it, and where its writes go. This one
+    (one commit per message) reads nothing ahead and sends the writes to PostgreSQL at once;
+    ``grouped.GroupedFlights`` may hold them for the group's commit."""
+
+    def __init__(self, conn: Connection, head: QueueHead, *, folds: bool) -> None:
+        self.conn = conn
+        self.head = head
+        self.folds = folds
+
+    def preloaded(self, msg: SisMessage) -> Mapping[str, FlightState | None] | None:
+        """Flight states read ahead for ``msg`` under the lock in this transaction (P11, None:
+        not stored); None: the route loads its own."""
+        return None
+
+    def write(self, states: Sequence[FlightState], *, now: datetime, previous: Mapping[str, FlightState],
+              events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
+        """The message's flight states (``previous``: the stored states they replace, as the route
+        loaded them), its events and its plans with theirs; an event over ``limit`` bytes raises
+        ``RecordTooLarge`` before anything of it is written, or (a plan's) as it is written."""
+        if not plans:      # before the first write; with plans, ``insert`` checks each row once
+            outbox.check_record_sizes(events, limit)
+        self._write(states, now=now, previous=previous, events=events, plans=plans, limit=limit)
+
+    def _write(self, states: Sequence[FlightState], *, now: datetime, previous: Mapping[str, FlightState],
+               events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
+        """The writes, now: states and events in one round trip, then the plans."""
+        conn = self.conn
+        # one commit for both transactions (P8): the events are written released, as the terminal
+        # status write would release them in the same commit (P25, events released at write)
+        released_at = now if self.folds else None
+        with pipelined(conn):        # the writes travel together: one round trip, not one each
+            # the route looked up every flight it writes: one it did not find has no stored row
+            FlightRepository(conn).persist_next_states(states, now=now, previous=previous,
+                                                       unstored={st.flid for st in states} - set(previous))
+            if not plans:
+                outbox.insert(conn, events, released_at=released_at)
+                events = []
+        # plan writers read their own results (ledger CAS): not pipelined
+        planned = write_plans(conn, plans, self.head.msg_id, now)
+        # each row, the events' too, checked as it is written (a snapshot's are built then):
+        # RecordTooLarge aborts the statement, and the rollback undoes the flights and the plans
+        outbox.insert(conn, [*events, *planned] if events else planned, released_at=released_at, limit=limit)
+
+
+class MessageTransaction:
+    """One message's transaction as the message path sees it (see the module docstring): its
+    flights, its reads of other tables, and how it ends. This one commits the message alone;
+    ``grouped.GroupedTransaction`` leaves it to the group's commit."""
+
+    def __init__(self, uow: UnitOfWork, conn: Connection, head: QueueHead, flights: MessageFlights,
+                 decoded_ahead: SisMessage | None = None) -> None:
+        self.uow = uow
+        self.conn = conn
+        self.head = head
+        self.flights = flights
+        self.decoded_ahead = decoded_ahead      # the head's message, decoded by the read-ahead (P11)
+
+    def read_other(self, concerns: Concerns = None) -> None:
+        """A statement is about to read the store (``concerns``: the flights whose writes it could
+        see; None: any). Alone, every write was sent as it was made: nothing to do."""
+        return None
+
+    def abandon(self) -> Regroup | None:
+        """Transaction 1 ends without its writes (nothing to write, or a failure to classify):
+        rolled back. ``Regroup`` when that undid an open group too."""
+        return self.uow.undo(self.conn, self.head.msg_id)
+
+    def finish(self, outcome: Outcome, classify: Classify) -> StepResult:
+        """Record ``outcome``: for ``Written``, the end of transaction 1 (folded into the terminal
+        status, P8), its post-commit step and transaction 2; else the one guarded status
+        statement; and the commits. A failure of those steps is classified (``classify``) and
+        recorded in turn."""
+        uow, conn, head = self.uow, self.conn, self.head
+        if isinstance(outcome, Written):
+            outcome = self._after_writes(outcome, classify)
+        if isinstance(outcome, Terminal) and outcome.applied_at is not None:
+            # Folded: this commit is transaction 1's too, so its failure is a transaction-1
+            # failure (an identity clash surfaces here, through the unique constraint).
+            try:
+                return uow.terminal(conn, head, outcome)
+            except Exception as exc:
+                outcome = classify(self, Step.WRITE_STATE, outcome.msg, exc)
+        if isinstance(outcome, Failed):             # US-03 AC4/AC5: the last attempt ends it DEAD
+            outcome = uow.status.exhausted(head, outcome) or outcome
+        if isinstance(outcome, Regroup):
+            return outcome.result
+        if isinstance(outcome, SourceWait):
+            return uow.settle(conn, uow.status.source_wait(conn, head, outcome.exc))
+        if isinstance(outcome, Wait):
+            return uow.record(conn, head.msg_id, partial(uow.status.wait, conn, head, outcome))
+        if isinstance(outcome, Failed):
+            return uow.record(conn, head.msg_id, partial(uow.status.failed, conn, head, outcome))
+        if isinstance(outcome, Applied):
+            return uow.hold_applied(conn, head, outcome)
+        assert not isinstance(outcome, Written)
+        return uow.terminal(conn, head, outcome)
+
+    def _after_writes(self, written: Written, classify: Classify) -> Outcome:
+        """Transaction 1's end once its writes are made: folded, the terminal status (with
+        ``applied_at``) commits it; else ``applied_at`` and the identity binding commit it (or
+        wait in the group, P12), then the post-commit step runs (INV-20b: alone for a message
+        applied before)."""
+        uow, conn, head, msg = self.uow, self.conn, self.head, written.msg
+        step = Step.POST_COMMIT
+        try:
+            if msg is not None:
+                if uow.folds:                       # transaction 2 commits with transaction 1 (P8)
+                    faults.reach("before_tx1_commit")
+                    return Terminal(Status.SUCCEEDED, msg=msg, applied_at=written.applied_at)
+                step = Step.COMMIT_APPLIED
+                assert written.applied_at is not None
+                joined = uow.applied(conn, head, msg, written.applied_at, written.states)
+                if joined is not None:              # transaction 1 commits with its group's (P12)
+                    return joined
+                faults.reach("between_tx1_tx2")
+                step = Step.POST_COMMIT
+            return uow.post_commit(conn, head.msg_id, written.states) or Terminal(Status.SUCCEEDED)
+        except Exception as exc:
+            return classify(self, step, msg, exc)
 
 
 def hook_states(conn: Connection, msg_id: int, states: Sequence[FlightState]) -> Sequence[FlightState]:

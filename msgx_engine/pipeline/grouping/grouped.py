@@ -1,21 +1,30 @@
 """The pump's unit of work: consecutive messages share one transaction (docs/decisions.md P10-P16).
 
-The same methods as ``OneMessage`` (``unit_of_work.py``), with three performance decisions kept
-behind them so that the message path need not know them:
+One GTDT in a group, from the pump loop to its commit (the steps of ``unit_of_work.py``, with
+three performance decisions behind them that the message path need not know):
 
-- group commit (P10, ``group.py``): a finished message's status stays uncommitted and the group
-  commits at 64 messages or 50 ms, when the head idles or waits, and before the pump marks the
-  mailbox (``flush``). With a post-commit step the group's transactions 1 commit together, then
-  its post-commit steps run and its transactions 2 commit in one statement (P12, P16);
-- read-ahead (P11, ``lookahead.py``): one head query reads the next heads, one statement their
-  flights; both are good while the transaction lasts;
-- write-behind (P13, P16, ``behind.py``): a message without plans hands its states, events and
-  status row to the group, which writes them in three round trips before anything could read them.
+- ``head``: the next head read ahead in this transaction (P11, ``lookahead.py``: one head query
+  reads the next 64 heads); when none is left, the group's applied messages commit, or what the
+  write-behind holds is sent (the head query must see it), and the next heads are read;
+- ``begin``: a ``GroupedTransaction``, with the message decoded ahead if it was;
+- ``tx.flights.preloaded``: the flight states of this head and of the read-ahead heads after it,
+  read in one statement the first time one of them asks;
+- ``tx.flights.write``: a message without plans hands its states and events to the write-behind
+  (P13, P16, ``behind.py``), and its states become the next messages' current ones; nothing
+  reaches PostgreSQL yet. A message with plans sends what is held, then its own writes;
+- ``tx.read_other``: a statement that could see a held write (a route's loader, a derived read)
+  sends what is held first, so the transaction reads its own writes;
+- ``tx.finish``: the status stays uncommitted (held with the writes when the write-behind has
+  them); the group (P10, ``group.py``) commits at 64 messages or 50 ms, when the head idles or
+  waits, and before the pump marks the mailbox (``flush``): the held writes go in three round
+  trips, then the commit. With a post-commit step the group's transactions 1 commit together,
+  then its post-commit steps run and its transactions 2 commit in one statement (P12, P16).
 
-A message that would roll back while the group is open would undo the finished messages before it,
-so the group is abandoned whole (``Regroup``) and its messages are redone one commit each, exactly
-as without groups. When the held writes are refused at a read the message path started, the
-store's error is raised to it as any failure would be; its rollback then reports the lost group.
+A message that would roll back while the group is open (``tx.abandon``, or a refused status)
+would undo the finished messages before it, so the group is abandoned whole (``Regroup``) and
+its messages are redone one commit each, exactly as without groups. When the held writes are
+refused at a read the message path started, the store's error is raised to it as any failure
+would be; its ``abandon`` then reports the lost group.
 """
 
 from __future__ import annotations
@@ -28,20 +37,22 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from msgx_engine import faults
+from msgx_engine.handlers.decision import Plan
 from msgx_engine.pipeline.grouping.behind import WriteBehind
 from msgx_engine.pipeline.grouping.group import GroupCommit
 from msgx_engine.pipeline.grouping.lookahead import DEFAULT_SIZE as READ_AHEAD
 from msgx_engine.pipeline.grouping.lookahead import Lookahead
 from msgx_engine.pipeline.grouping.queue_floor import QueueFloor
 from msgx_engine.pipeline.outcomes import Applied, PostCommitHook, Regroup, StepKind, StepResult, Terminal
+from msgx_engine.pipeline.routing import preloadable_flids
 from msgx_engine.pipeline.source import BodySource
 from msgx_engine.pipeline.status import StatusRecorder, pid
 from msgx_engine.pipeline.transitions import projection_wait
 from msgx_engine.pipeline.unit_of_work import (
     Concerns,
     DecodeAhead,
-    FlidsOf,
-    OneMessage,
+    MessageFlights,
+    MessageTransaction,
     UnitOfWork,
     hook_states,
     quiet_rollback,
@@ -69,18 +80,6 @@ class Grouping:
     write_behind: bool = True
 
 
-def unit_of_work(grouping: Grouping | None, *, source: BodySource, status: StatusRecorder,
-                 hooks: Sequence[PostCommitHook], folds: bool, on_release: Callable[[], None] | None,
-                 floor: QueueFloor | None = None) -> UnitOfWork:
-    """The unit of work for ``grouping``: one commit per message without one."""
-    if grouping is None or grouping.messages <= 1:
-        return OneMessage(source=source, status=status, hooks=hooks, folds=folds, on_release=on_release)
-    return Grouped(group=GroupCommit(grouping.messages, grouping.max_s),
-                   lookahead=Lookahead(min(grouping.messages, grouping.read_ahead)),
-                   behind=WriteBehind(terminal=folds) if grouping.write_behind else None,
-                   source=source, status=status, hooks=hooks, folds=folds, on_release=on_release, floor=floor)
-
-
 class Grouped(UnitOfWork):
     """Group commit with read-ahead and (``behind``) write-behind; see the module docstring."""
 
@@ -96,7 +95,17 @@ class Grouped(UnitOfWork):
                                                           # messages)
         self._lost: Regroup | None = None                 # the held writes were refused at a read
 
-    # --- transaction 1 begins -------------------------------------------------------------------
+    @classmethod
+    def over(cls, alone: UnitOfWork, grouping: Grouping, *, floor: QueueFloor | None = None) -> Grouped:
+        """``grouping``'s group commit, recording as ``alone`` does (its status recorder, hooks,
+        folded transactions and release callback); the write-behind only if ``grouping`` asks."""
+        return cls(group=GroupCommit(grouping.messages, grouping.max_s),
+                   lookahead=Lookahead(min(grouping.messages, grouping.read_ahead)),
+                   behind=WriteBehind(terminal=alone.folds) if grouping.write_behind else None,
+                   source=alone.source, status=alone.status, hooks=alone.hooks, folds=alone.folds,
+                   on_release=alone.on_release, floor=floor)
+
+    # --- the step: the head, and a message's transaction --------------------------------------
     def head(self, conn: Connection) -> QueueHead | Regroup | None:
         """The next head read ahead in this transaction; else the group's applied messages commit
         and its held writes are sent first (the head query must see them), then the next heads are
@@ -116,30 +125,12 @@ class Grouped(UnitOfWork):
         self.lookahead.keep_heads(conn, heads[1:])
         return heads[0]
 
-    def decoded(self, msg_id: int) -> SisMessage | None:
-        return self.lookahead.take_decoded(msg_id)
+    def begin(self, conn: Connection, head: QueueHead, decode_ahead: DecodeAhead) -> GroupedTransaction:
+        """The head's transaction within the group: its message decoded ahead, if it was (P11)."""
+        return GroupedTransaction(self, conn, head, GroupedFlights(self, conn, head, decode_ahead),
+                                  self.lookahead.take_decoded(head.msg_id))
 
-    def preloaded(self, conn: Connection, msg: SisMessage, flids_of: FlidsOf,
-                  decode_ahead: DecodeAhead) -> Mapping[str, FlightState | None] | None:
-        return self.lookahead.states_for(conn, msg, flids_of, decode_ahead)
-
-    def before_read(self, conn: Connection, concerns: Concerns) -> None:
-        self._send(conn, concerns)
-
-    def holds(self, conn: Connection, head: QueueHead, states: Sequence[FlightState],
-              loaded: Mapping[str, FlightState], events: Sequence[OutboxRow], *, plans: bool) -> bool:
-        """A message of the group that writes no plans is held (P13, write-behind; with two transactions, P16,
-        two-transaction write-behind); plans read their own writes, so they are sent at once, and what they wrote is
-        read again."""
-        if self.behind is not None and self.group.joins(head.msg_id) and not plans:
-            self.behind.hold(head.msg_id, states, loaded, events)
-            self.lookahead.wrote(conn, states)
-            return True
-        self._send(conn)
-        self.lookahead.written((st.flid for st in states), plans=plans)
-        return False
-
-    # --- transaction 1 ends ---------------------------------------------------------------------
+    # --- what a message's transaction asks of it --------------------------------------------------
     def applied(self, conn: Connection, head: QueueHead, msg: SisMessage, now: datetime,
                 states: Sequence[FlightState]) -> Applied | None:
         """Inside the group the applied mark stays uncommitted (held with the message's writes when
@@ -163,7 +154,6 @@ class Grouped(UnitOfWork):
                 return lost
         return super().post_commit(conn, msg_id, states)
 
-    # --- recording ------------------------------------------------------------------------------
     def terminal(self, conn: Connection, head: QueueHead, t: Terminal) -> StepResult:
         """A folded message of the group stays uncommitted (its status held with its writes by the
         write-behind, P13); it is counted once its group commits."""
@@ -307,7 +297,7 @@ class Grouped(UnitOfWork):
         return len(batch), None
 
     # --- the write-behind -------------------------------------------------------------------------
-    def _send(self, conn: Connection, concerns: Concerns = None) -> None:
+    def send_held(self, conn: Connection, concerns: Concerns = None) -> None:
         """Write what the write-behind holds (P13); with ``concerns``, only when a held flight
         passes it (a read of other flights cannot see the held writes). Refused (an identity
         already bound, a lost lock, any error), the group is rolled back, kept as lost for the
@@ -329,9 +319,9 @@ class Grouped(UnitOfWork):
             raise
 
     def _sent(self, conn: Connection) -> Regroup | None:
-        """``_send`` where nothing of the message path is under way: a refusal is the lost group."""
+        """``send_held`` where nothing of the message path is under way: a refusal is the lost group."""
         try:
-            self._send(conn)
+            self.send_held(conn)
         except Exception:
             lost, self._lost = self._lost, None
             if lost is None:
@@ -350,3 +340,41 @@ class Grouped(UnitOfWork):
 def applied_row(head: QueueHead, msg: SisMessage, applied_at: datetime) -> queue.Applied:
     """A held message's status row for the write-behind (P13, P16)."""
     return queue.Applied(head.msg_id, applied_at, msg.meta.type, msg.meta.styp, msg.payload_hash, msg.meta.identity)
+
+
+class GroupedFlights(MessageFlights):
+    """A grouped message's flights: the states the read-ahead read for it (P11), and writes the
+    write-behind holds for the group's commit when it can (P13, P16)."""
+
+    def __init__(self, uow: Grouped, conn: Connection, head: QueueHead, decode_ahead: DecodeAhead) -> None:
+        super().__init__(conn, head, folds=uow.folds)
+        self.uow = uow
+        self.decode_ahead = decode_ahead
+
+    def preloaded(self, msg: SisMessage) -> Mapping[str, FlightState | None] | None:
+        return self.uow.lookahead.states_for(self.conn, msg, preloadable_flids, self.decode_ahead)
+
+    def _write(self, states: Sequence[FlightState], *, now: datetime, previous: Mapping[str, FlightState],
+               events: Sequence[OutboxRow], plans: Sequence[Plan], limit: int) -> None:
+        """A message of the group that writes no plans is held (P13, write-behind; with two
+        transactions, P16) and its states are the next messages' current ones; plans read their
+        own writes, so what is held is sent first, then the message's writes, and what they
+        wrote is read again."""
+        uow, behind = self.uow, self.uow.behind
+        if behind is not None and uow.group.joins(self.head.msg_id) and not plans:
+            behind.hold(self.head.msg_id, states, previous, events)
+            uow.lookahead.wrote(self.conn, states)
+            return
+        uow.send_held(self.conn)
+        uow.lookahead.written((st.flid for st in states), plans=bool(plans))
+        super()._write(states, now=now, previous=previous, events=events, plans=plans, limit=limit)
+
+
+class GroupedTransaction(MessageTransaction):
+    """A grouped message's transaction: a read of the store first sends the held writes it
+    could see (P13); its status commits with the group (``Grouped.terminal``)."""
+
+    uow: Grouped
+
+    def read_other(self, concerns: Concerns = None) -> None:
+        self.uow.send_held(self.conn, concerns)
