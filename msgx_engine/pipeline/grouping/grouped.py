@@ -244,7 +244,7 @@ class Grouped(UnitOfWork):
     def _finish_applied(self, conn: Connection, pending: list[tuple[int, StepResult]]) -> None:
         """The group's transaction 1 has committed: the post-commit steps in id order, then the
         terminal statuses of the messages that passed them in one transaction 2, one statement
-        (P12, P16). A post-commit step that fails (Redis down) makes that message wait as D22, projection failure, says;
+        (P12, P16). A post-commit step that fails (Redis down) makes that message wait (D22, projection failure);
         the messages after it stay applied and open behind it, and the head path finishes them
         without applying their state again (INV-20b)."""
         applied, self._applied = self._applied, {}
