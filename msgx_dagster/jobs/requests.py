@@ -96,7 +96,7 @@ def registering_job(name: str, description: str,
 def rqfd_for_tomorrow(tracker: RequestTracker, now: datetime) -> list[Registered]:
     """Tomorrow's whole operating day, local time (the SCHD RESP then replaces that day, US-06),
     once per day: a second run for the same day (the 22:00 tick again after the daemon host's
-    clock was stepped back across it) registers nothing (T12)."""
+    clock was stepped back across it) registers nothing (T12, day plan once a day)."""
     registered = tracker.register_day_plan(local(now).date() + timedelta(days=1))
     return [registered] if registered is not None else []
 

@@ -6,7 +6,7 @@ once; C-29: per-FLID order, since one key always lands in one partition and the 
 partition order). ``schd``: every ``schd_flush_s`` (3 s) or ``schd_batch`` (500) events, one
 record per FLID carrying the newest whole state or tombstone of the batch; on success every
 event of that FLID in the batch is marked (FS §8: intermediate versions are not resent).
-``MSGX_SCHD_FORMAT=array`` (D13's compatibility mode for the legacy consumers) sends the same
+``MSGX_SCHD_FORMAT=array`` (the legacy consumers' mode of D13, latest state per FLID) sends the same
 latest documents of a flush as one JSON array instead, key ``schd`` (one partition, so flushes
 stay in order), split into several arrays only where one would exceed ``ARRAY_MAX_BYTES``.
 

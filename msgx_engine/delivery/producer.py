@@ -1,6 +1,6 @@
 """The Kafka side of delivery: an idempotent producer and a ``send`` that trusts only delivery reports.
 
-D14/US-07 AC5: ``acks=all``, ``enable.idempotence=true`` and ``max.in.flight=1`` are forced;
+D14, idempotent producer (US-07 AC5): ``acks=all``, ``enable.idempotence=true`` and ``max.in.flight=1`` are forced;
 configuration that tries to weaken them is refused, not silently downgraded. ``flush()``'s
 return value is never read as success: a record counts as delivered only when its own delivery
 report arrived without an error. A fatal producer error (confluent-kafka raises it from

@@ -69,7 +69,7 @@ return refused
 
 
 def projected(state: FlightState) -> bool:
-    """Deleted and code-share flights are not in the projection (D10, D11, INV-22)."""
+    """Deleted and code-share flights are not in the projection (D10, D11, flight list source; INV-22)."""
     return not state.deleted and not state.fields.get("MAID")
 
 

@@ -5,7 +5,8 @@ Shared by the snapshot line (SCHD RESP answers an RQFD) and the reference line (
 answers an RQRD). Pure: the candidate requests and the answer's registration time are read by the
 route's loader, the completion is written by the store.
 
-The rule (docs/requests.md, decisions L1, L2, L14, L15):
+The rule (docs/requests.md, decisions L1, newer request and answers; L2, late answers; L14, after a timeout; L15,
+empty RESP without echo):
 
 1. an echoed SEQN (a ``SEQN`` element outside META, as for EROR) names the request; an echo that
    names none of ours matches nothing;

@@ -1,4 +1,4 @@
-"""EROR: the AODB says a request of ours failed (C-24, US-08, D9, D28). Pure: message + the
+"""EROR: the AODB says a request of ours failed (C-24, US-08, D9, default ignore list; D28, EROR). Pure: message + the
 requests in flight -> Decision.
 
 No EROR sample exists, so the rule reads as little structure as possible and is documented in

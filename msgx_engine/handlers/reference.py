@@ -1,4 +1,5 @@
-"""Reference data (the 23 SIS reference types, kind REF): parse, check and plan, purely (D17, D9, D16).
+"""Reference data (the 23 SIS reference types, kind REF): parse, check and plan, purely (D17, reference categories;
+D9, default ignore list; D16, request lifecycle).
 
 A reference message is ``MSG/RECS`` plus repeated ``MSG/<TYPE>`` records. Each record is stored
 as one ``ref_master`` row keyed by (TYPE, key element); the key element per type comes from the

@@ -1,4 +1,6 @@
-"""Daily schedule snapshots (SCHD DNLD/RESP): the pure half of FS §3.3/§4.2 with DESIGN D1-D6.
+"""Daily schedule snapshots (SCHD DNLD/RESP): the pure half of FS §3.3/§4.2 with DESIGN D1-D6
+(D1, omitted fields cleared; D2, soft delete; D3, a flight's day; D4, a DNLD's day; D5, snapshot package checks; D6,
+snapshot vs updates).
 
 Three pure steps, each testable without a database:
 

@@ -1,4 +1,5 @@
-"""The archiving run (US-11, INV-25, FS §3.6/§7, D2, D26, D31): ``msgx archive`` and ``archive_job``.
+"""The archiving run (US-11, INV-25, FS §3.6/§7, D2, soft delete; D26, identity window; D31, FLOP for an unknown
+FLID): ``msgx archive`` and ``archive_job``.
 
 Steps, each in batches of one transaction (a crash loses at most the batch in flight, and a rerun
 picks up where the last committed batch ended: every step selects what is still to do):

@@ -1,5 +1,5 @@
 """Derived fields a flight change moves: after a handler decides, keep every field msgx derives
-from other flights true, in the same transaction 1 (DESIGN §2 step 6; D30's MAFL).
+from other flights true, in the same transaction 1 (DESIGN §2 step 6; the MAFL of D30, code-share cascade).
 
 A derived field is computed from other stored facts rather than taken from a message: a
 master's ``MAFL`` from its live children's ``MAID`` (D30, code-share cascade). A message that changes those facts

@@ -15,8 +15,8 @@ class RetryPolicy:
     # docs/decisions.md P2, deadline of an old head: a message that reaches the head already older than the deadline (a
     # backlog) still gets this many attempts, so one transient error does not dead-letter it.
     min_attempts: int = 2
-    # D22/D24: a head that waits for something outside the message (the projection, an operator)
-    # retries with this cap and uses no attempt; an alert once it has waited ``wait_alert_s``.
+    # D22, projection failure; D24, vanished mailbox row: a head that waits for something outside the message (the
+    # projection, an operator) retries with this cap and uses no attempt; an alert once it has waited ``wait_alert_s``.
     wait_cap_s: float = 30.0
     wait_alert_s: float = 60.0
 

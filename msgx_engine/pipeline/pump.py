@@ -61,7 +61,8 @@ class PumpOptions:
     group_messages: int = 64         # group commit (P10): at most this many messages per commit (1: off)
     group_s: float = 0.05            # ... and a group stays open at most this long
     read_ahead: int = READ_AHEAD     # a group reads this many heads and their flights at once (P11, read-ahead)
-    write_behind: bool = True        # ... and writes its messages' states and statuses together (P13, P16)
+    write_behind: bool = True        # ... and writes its messages' states and statuses together (P13, write-behind;
+                                     # P16, two-transaction write-behind)
 
     def grouping(self) -> Grouping:
         return Grouping(self.group_messages, self.group_s, self.read_ahead, self.write_behind)

@@ -167,7 +167,7 @@ def decide(conn: Connection, msg: SisMessage, msg_id: int,
            preloaded: Mapping[str, FlightState | None] | None = None,
            before_read: BeforeRead = no_hold) -> Routed:
     """Load the route's context under the lock, call its pure decider once, then refresh the
-    derived fields the decision touches (``pipeline.derived``: D30's MAFL); an unknown
+    derived fields the decision touches (``pipeline.derived``: the MAFL of D30, code-share cascade); an unknown
     TYPE/STYP is SKIPPED(unsupported) (D8, unsupported types, INV-30). ``preloaded``: flight states read ahead
     under the lock in this transaction (None: not stored), used when they cover the message.
     ``before_read`` runs before any statement that reads the store (P13, write-behind)."""

@@ -110,7 +110,8 @@ class StatusRecorder:
         return StepResult(StepKind.PROCESSED, head.msg_id, Status.FAILED, failed.error_class, wait_until=next_at)
 
     def wait(self, conn: Connection, head: QueueHead, wait: Wait) -> StepResult:
-        """A wait (D22, D24): FAILED (open) with its class, the same attempts, the next look due."""
+        """A wait (D22, projection failure; D24, vanished mailbox row): FAILED (open) with its class, the same
+        attempts, the next look due."""
         now = self.clock.now()
         next_at = now + timedelta(seconds=wait.delay_s)
         self._write(conn, head, {

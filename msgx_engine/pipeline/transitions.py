@@ -119,7 +119,7 @@ def identity_clash(msg_id: int, msg: SisMessage, other: identity.Binding) -> Ter
                     msg=msg, bind=False, dup_of=other.msg_id)
 
 
-# --- waits: open, no attempt used (D22, D24) -----------------------------------------------------
+# --- waits: open, no attempt used (D22, projection failure; D24, vanished mailbox row) --------------
 def projection_wait(head: QueueHead, exc: Exception, now: datetime, policy: RetryPolicy) -> Wait:
     """The post-commit projection failed (D22, projection failure, INV-23, INV-17b): transaction 1 stands, the
     message stays open and retries, backoff doubling from when it was applied and capped at

@@ -21,9 +21,10 @@ The two units of work answer these alike, so the path reads the same in both mod
   (docs/decisions.md P8, folded transactions). This is what ``App.processor()`` gives, and what
   ``PumpOptions(group_messages=1)`` asks for.
 - ``Grouped`` (``grouping/grouped.py``): the pump's group commit (P10) with its read-ahead (P11)
-  and write-behind (P13, P16). ``write`` hands the states to the write-behind, which sends them
-  at the group's commit or before the next statement that could read them (a later message's
-  ``read_other`` or head query); ``finish`` leaves the status uncommitted for the group's commit.
+  and write-behind (P13, P16, two-transaction write-behind). ``write`` hands the states to the
+  write-behind, which sends them at the group's commit or before the next statement that could
+  read them (a later message's ``read_other`` or head query); ``finish`` leaves the status
+  uncommitted for the group's commit.
 
 ``pump.compose_pump`` picks the one the pump runs. A rollback that takes an open group with it
 is not an exception: ``finish`` and ``abandon`` return the REGROUP step result (or ``Regroup``),

@@ -19,7 +19,7 @@ Why the steps are split the way they are:
 - C-24: at most one SENT, unanswered request per message type (RQFD, RQRD). A REGISTERED request
   waits while another of its type is in flight; since every SENT request ends (answer, EROR or
   TIMEOUT), nothing waits forever (AC3). After a TIMEOUT the next request of its kind waits one
-  more timeout (decision L14): the AODB's late answer, which echoes no SEQN, then finds the
+  more timeout (decision L14, after a timeout): the AODB's late answer, which echoes no SEQN, then finds the
   timed-out request and is refused as late instead of being taken by the next one.
 - ``expire_timeouts`` moves SENT requests with no answer RQFD 60 s / RQRD 30 s after ``sent_at``
   to TIMEOUT (AC3). DONE is set by the line that processes the answer (``store.ledger`` for
@@ -138,7 +138,7 @@ class RequestTracker:
     def register_day_plan(self, day: date) -> Registered | None:
         """The scheduled day plan: an RQFD for the whole of ``day`` (00:00-23:59 local), unless one
         for that day and window was registered before and stands (any status but EXPIRED): then
-        None and nothing is written (T12). The 22:00 schedule's tick follows the Dagster daemon
+        None and nothing is written (T12, day plan once a day). The 22:00 schedule's tick follows the Dagster daemon
         host's clock, so a clock stepped back across 22:00, or a tick run twice, runs the job again
         for the same day: the AODB is asked once. (``msgx request rqfd`` and ``POST /schd/sync``
         use ``register_rqfd``: an operator who asks again is asked for.)"""

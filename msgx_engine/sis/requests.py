@@ -1,4 +1,4 @@
-"""Outbound request encoding (catalogue §6, Q25, D16): RQFD (day plan) and RQRD (reference data).
+"""Outbound request encoding (catalogue §6, Q25, D16, request lifecycle): RQFD (day plan) and RQRD (reference data).
 
 Pure: values in, XML text out; no clock, no database. The tracker (``msgx_engine.requests``)
 supplies the SEQN from PostgreSQL and the send time from its injected clock, so the same request

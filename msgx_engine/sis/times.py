@@ -1,4 +1,4 @@
-"""SIS time strings and the airport's local time zone, in one place (D4, D19).
+"""SIS time strings and the airport's local time zone, in one place (D4, a DNLD's day; D19, SIS time strings).
 
 SIS times carry no zone: the AODB sends airport local time (Asia/Shanghai). They are stored raw
 and parsed only where a feature needs them (the snapshot day rule, request matching), and the

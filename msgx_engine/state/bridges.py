@@ -1,4 +1,4 @@
-"""Stand -> airbridge (US-14, US-05 AC6, D27): which airbridges serve the stands a flight names.
+"""Stand -> airbridge (US-14, US-05 AC6, D27, stand to airbridge): which airbridges serve the stands a flight names.
 
 The AODB sends the mapping as reference data: every ``ABDG`` record (key ``ABCD``, the airbridge
 code) lists the stands it serves in repeated ``STND`` elements. msgx never asks anyone else
@@ -133,8 +133,8 @@ def unpublish(doc: dict[str, object]) -> dict[str, tuple[str, ...]] | None:
 
 def to_column(bridges: Mapping[str, tuple[str, ...]] | None) -> str | None:
     """The stored form (``flight_schd.stand_bridges``): JSON object, keys sorted, compact, not
-    ASCII-escaped; NULL for None. Written by orjson (P24's writer: the same text the standard
-    library gave, at a tenth of the cost, for a snapshot's 10,000 main rows)."""
+    ASCII-escaped; NULL for None. Written by orjson (the writer of P24, orjson and new-day rows: the same
+    text the standard library gave, at a tenth of the cost, for a snapshot's 10,000 main rows)."""
     if bridges is None:
         return None
     return orjson.dumps(dict(bridges), option=orjson.OPT_SORT_KEYS).decode()

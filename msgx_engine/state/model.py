@@ -322,7 +322,8 @@ def keyed_entries(key: str, entries: Iterable[Mapping[str, str]]) -> tuple[Entry
 
 def entry_changes(key: str, before: Iterable[Entry], after: Iterable[Entry]) -> list[SetEntry]:
     """The entries of keyed list ``key`` that differ between two lists, as ``SetEntry`` commands
-    (a code-share child's PORT change passed on to its master entry by entry, C4/L7)."""
+    (a code-share child's PORT change passed on to its master entry by entry: C4, child changes
+    reach the master; L7)."""
     part, order = KEYED_LISTS[key]
     old = {e.get(part, ""): e for e in before}
     new = {e.get(part, ""): e for e in after}

@@ -1,7 +1,7 @@
 """Archiving and purging: the only physical removal of history from msgx's PostgreSQL (US-11,
-INV-25, FS §3.6/§7, D2, D31). Owner of ``proc_state_archive``, ``proc_state_hst_archive`` and
-``msg_event_archive``; every statement here runs inside a batch transaction of
-``operations.archive``.
+INV-25, FS §3.6/§7, D2, soft delete; D31, FLOP for an unknown FLID). Owner of
+``proc_state_archive``, ``proc_state_hst_archive`` and ``msg_event_archive``; every statement here
+runs inside a batch transaction of ``operations.archive``.
 
 A message may be archived when it is terminal, was registered before the cutoff, owes no mailbox
 mark (no PENDING backfill todo) and every one of its events was delivered (``sent_at`` set; a

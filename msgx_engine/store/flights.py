@@ -360,8 +360,8 @@ class FlightRepository:
         state's own (the version whose message last moved them, P13, write-behind).
         ``unstored``: the flights the caller knows have no stored row (its load found none). They
         get no DELETE of detail rows, and a large batch of nothing else is COPYed straight into
-        ``flight_schd`` (P21, P24). Any other flight is taken as stored, whatever its version: a
-        tombstone FDEL left for a flight never stored is restored at version 1 and may hold
+        ``flight_schd`` (P21, P24, orjson and new-day rows). Any other flight is taken as stored,
+        whatever its version: a tombstone FDEL left for a flight never stored is restored at version 1 and may hold
         detail rows a hidden write put under it (decision C2, unstored flights).
         """
         if not states:

@@ -1,4 +1,4 @@
-"""Identity bindings (INV-9, US-03 AC3, D26): ``msg_identity``, its statements and its window.
+"""Identity bindings (INV-9, US-03 AC3, D26, identity window): ``msg_identity``, its statements and its window.
 
 A message's business identity ``SNDR|TYPE|STYP|SEQN`` is bound to the first mailbox row that
 carries it, but only **within a window** (D26, identity window, default 24 h, ``MSGX_IDENTITY_WINDOW``) measured on

@@ -115,7 +115,7 @@ def advance_version(conn: Connection, ledger: Ledger, msg_id: int, now: datetime
 
 
 def soft_delete(conn: Connection, flids: tuple[str, ...], msg_id: int, now: datetime) -> list[OutboxRow]:
-    """D2: mark deleted, bump ``state_version``, keep the row and details; one tombstone each."""
+    """D2, soft delete: mark deleted, bump ``state_version``, keep the row and details; one tombstone each."""
     if not flids:
         return []
     rows = conn.execute(

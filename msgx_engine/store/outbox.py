@@ -1,4 +1,5 @@
-"""The outbox ``msg_event``: its rows, how they are written, released, read and marked (US-07, D12/D13).
+"""The outbox ``msg_event``: its rows, how they are written, released, read and marked (US-07, D12, one record per
+change; D13, latest state per FLID).
 
 Rows are ``OutboxRow``s built in one place (``change_events``, ``state_event``,
 ``tombstone_event``), written in transaction 1 (``insert``, one prebuilt statement) and released

@@ -46,7 +46,7 @@ class QueueHead:
     next_attempt_at: datetime | None
     applied_at: datetime | None
     updated_at: datetime | None    # the last status write (a wait's previous round, D22, projection failure)
-    error_class: str | None        # why the last attempt failed or the head waits (D22, D24)
+    error_class: str | None        # why the last attempt failed or the head waits (D22, D24, vanished mailbox row)
     registered_at: datetime        # registration (created_at): the identity window counts from it (D26)
     replayed: bool                 # re-queued by an operator (msgx replay): its writes land on top (F6, last writer
                                    # wins)

@@ -182,7 +182,7 @@ def register_recovered(conn: Connection, ids: list[int], now: datetime,
 
 def arrivals(conn: Connection, ids: Sequence[int]) -> dict[int, datetime]:
     """msg_id -> when it arrived here (its registration, or the ``arrived_at`` it was brought
-    over with), for ``ids``: what an answer among them is judged by (L2, L16)."""
+    over with), for ``ids``: what an answer among them is judged by (L2, late answers; L16)."""
     found: dict[int, datetime] = {}
     for n in range(0, len(ids), 2000):
         found.update(conn.execute(select(proc_state.c.msg_id, ARRIVED)

@@ -140,7 +140,7 @@ def expire_unsent(conn: Connection, rtype: str, styp: str, now: datetime) -> lis
 def asked_already(conn: Connection, rtype: str, styp: str, fday: date, start_text: str | None,
                   end_text: str | None) -> tuple[int, str] | None:
     """The latest request of this kind for ``fday`` and the same window that stands (any status but
-    EXPIRED: registered, in flight, answered, failed or timed out): its id and status (T12)."""
+    EXPIRED: registered, in flight, answered, failed or timed out): its id and status (T12, day plan once a day)."""
     found = conn.execute(select(_c.req_id, _c.status).where(
         _c.rtype == rtype, _c.styp == styp, _c.fday == fday, _c.start_text.is_not_distinct_from(start_text),
         _c.end_text.is_not_distinct_from(end_text), _c.status != RequestStatus.EXPIRED)

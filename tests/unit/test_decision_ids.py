@@ -249,3 +249,70 @@ def test_the_patterns_tell_ids_from_names() -> None:
         [("FS", "3.3"), ("FS", "3.6"), ("DESIGN", "2.1"), ("catalogue", "6"), ("SIS", "3.16.2")]
     assert "2.1" not in _sections()["DESIGN"]
     assert "D99" not in index()
+
+
+def _flat(text: str) -> str:
+    """Prose with its line breaks and comment markers gone: a name may wrap onto the next line."""
+    return re.sub(r"\s+", " ", re.sub(r"\s*\n\s*#?\s*", " ", text)).lower()
+
+
+def unnamed_first_citations(text: str, names: dict[str, str]) -> list[str]:
+    """The ids whose first citation in a module's comments and docstrings carries no short name
+    (near it, before or after: ``P13, write-behind``, ``write-behind (P13)``, a list such as
+    ``P10-P16: P10, group commit; …``). A citation inside a code span is code, not a citation."""
+    seen: set[str] = set()
+    missing = []
+    for prose_text in _python_prose_raw(text):
+        for match in re.finditer(r"(?<![\w/.-])([A-Z][1-9]\d?)\b(?!-\d)", prose_text):
+            rid = match.group(1)
+            before = prose_text[max(0, match.start() - 60):match.start()]
+            if rid not in names or rid in seen or NAMED_BEFORE.search(before) or before.endswith(("'", '"')):
+                continue
+            seen.add(rid)
+            name = names[rid].lower()
+            reach = len(name) + 40
+            after = _flat(prose_text[match.end():match.end() + reach + 400])[:reach]
+            before = _flat(prose_text[max(0, match.start() - reach - 400):match.start()])[-reach:]
+            if name not in after and name not in before:
+                missing.append(rid)
+    return missing
+
+
+def _python_prose_raw(text: str) -> Iterator[str]:
+    """A module's comments and docstrings in the order they come, code spans removed."""
+    pieces: list[tuple[int, str]] = []
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            pieces.append((token.start[0], token.string))
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc and node.body:
+                pieces.append((node.body[0].lineno, CODE_SPAN.sub("", doc)))
+    pieces.sort(key=lambda piece: piece[0])
+    # consecutive comment lines are one piece of prose: a name may wrap onto the next line
+    yield "\n".join(piece for _, piece in pieces)
+
+
+def test_a_modules_first_citation_of_a_decision_carries_its_short_name() -> None:
+    """In package code the first time a module cites a decision it says its short name too (as
+    docs/decisions.md names it), so a reader knows what is meant without leaving the file."""
+    names = {rid: name for rid, (_, _, name) in index().items()}
+    missing = {}
+    for root in ("msgx_engine", "msgx_dagster"):
+        for path in sorted((REPO / root).rglob("*.py")):
+            if "migrations" in path.parts:
+                continue
+            unnamed = unnamed_first_citations(path.read_text(), names)
+            if unnamed:
+                missing[str(path.relative_to(REPO))] = unnamed
+    assert not missing, f"first citations without the decision's short name: {missing}"
+
+
+def test_a_first_citation_without_its_name_is_found() -> None:
+    names = {"P13": "write-behind", "D22": "projection failure"}
+    assert unnamed_first_citations(
+        '"""Writes later (P13).\n\nThe group sends them at its commit, in three round trips: P13, write-behind."""\n',
+        names) == ["P13"]
+    assert unnamed_first_citations('"""Writes later (P13, write-behind); D22,\nprojection failure."""\n', names) == []
+    assert unnamed_first_citations("x = 1  # waits (D22, projection\n      # failure)\n", names) == []

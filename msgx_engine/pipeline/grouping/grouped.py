@@ -1,24 +1,26 @@
-"""The pump's unit of work: consecutive messages share one transaction (docs/decisions.md P10-P16).
+"""The pump's unit of work: consecutive messages share one transaction (docs/decisions.md P10-P16:
+P10, group commit; P11, read-ahead; P13, write-behind; P16, two-transaction write-behind).
 
 One GTDT in a group, from the pump loop to its commit (the steps of ``unit_of_work.py``, with
 three performance decisions behind them that the message path need not know):
 
-- ``head``: the next head read ahead in this transaction (P11, ``lookahead.py``: one head query
+- ``head``: the next head read ahead in this transaction (P11, read-ahead, ``lookahead.py``: one head query
   reads the next 64 heads); when none is left, the group's applied messages commit, or what the
   write-behind holds is sent (the head query must see it), and the next heads are read;
 - ``begin``: a ``GroupedTransaction``, with the message decoded ahead if it was;
 - ``tx.flights.preloaded``: the flight states of this head and of the read-ahead heads after it,
   read in one statement the first time one of them asks;
 - ``tx.flights.write``: a message without plans hands its states and events to the write-behind
-  (P13, P16, ``behind.py``), and its states become the next messages' current ones; nothing
-  reaches PostgreSQL yet. A message with plans sends what is held, then its own writes;
+  (P13, P16, two-transaction write-behind, ``behind.py``), and its states become the next
+  messages' current ones; nothing reaches PostgreSQL yet. A message with plans sends what is held, then its own writes;
 - ``tx.read_other``: a statement that could see a held write (a route's loader, a derived read)
   sends what is held first, so the transaction reads its own writes;
 - ``tx.finish``: the status stays uncommitted (held with the writes when the write-behind has
   them); the group (P10, ``group.py``) commits at 64 messages or 50 ms, when the head idles or
   waits, and before the pump marks the mailbox (``flush``): the held writes go in three round
   trips, then the commit. With a post-commit step the group's transactions 1 commit together,
-  then its post-commit steps run and its transactions 2 commit in one statement (P12, P16).
+  then its post-commit steps run and its transactions 2 commit in one statement (P12, grouped two-transaction
+  messages; P16).
 
 A message that would roll back while the group is open (``tx.abandon``, or a refused status)
 would undo the finished messages before it, so the group is abandoned whole (``Regroup``) and

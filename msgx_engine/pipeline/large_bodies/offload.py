@@ -1,4 +1,4 @@
-"""A large body's work done on the second core (decisions P17, one-pass extraction, and P27).
+"""A large body's work done on the second core (decisions P17, one-pass extraction, and P27, offload helper extraction).
 
 A 10,000-flight package is a 10 MB body of 520,000 elements. The pump hands bodies of
 ``OFFLOAD_BYTES`` or more (``submit``, the decoder's ``hasher``) to one worker process
@@ -11,8 +11,8 @@ while the pump parses, checks, reads the day's state and extracts the package:
 2. the verdict of the checks of the whole tree, its depth and any XInclude element
    (``sis.decode.tree_refusal``, P32, tree checks in the helper), which the pump takes once it has written the message's
    state and before that can commit (``HandedOver.refusal``);
-3. the canonical content hash (``sis.content_hash``, P17, P28), which nothing needs until transaction 1
-   binds the identity at its end (``HandedOver.payload_hash``).
+3. the canonical content hash (``sis.content_hash``, P17, P28, second-kind content hash), which nothing
+   needs until transaction 1 binds the identity at its end (``HandedOver.payload_hash``).
 
 Each answer is the value the pump would compute itself: the same function on the same tree. The
 message of a handed-over body is a ``HandedOver``: the decoded message (``sis.decode.SisMessage``,
