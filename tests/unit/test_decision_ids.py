@@ -74,15 +74,19 @@ def _files() -> list[Path]:
 
 
 def _python_prose(text: str) -> Iterator[str]:
-    """Comments and docstrings: where a module cites; never its string literals (test data)."""
+    """Comments and docstrings, in the order they come: where a module cites; never its string
+    literals (test data)."""
+    pieces: list[tuple[int, str]] = []
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
         if token.type == tokenize.COMMENT:
-            yield token.string
+            pieces.append((token.start[0], token.string))
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             doc = ast.get_docstring(node, clean=False)
-            if doc:
-                yield CODE_SPAN.sub("", doc)
+            if doc and node.body:
+                pieces.append((node.body[0].lineno, CODE_SPAN.sub("", doc)))
+    for _, piece in sorted(pieces, key=lambda piece: piece[0]):
+        yield piece
 
 
 def prose(path: Path) -> Iterator[str]:
@@ -262,36 +266,20 @@ def unnamed_first_citations(text: str, names: dict[str, str]) -> list[str]:
     ``P10-P16: P10, group commit; …``). A citation inside a code span is code, not a citation."""
     seen: set[str] = set()
     missing = []
-    for prose_text in _python_prose_raw(text):
-        for match in re.finditer(r"(?<![\w/.-])([A-Z][1-9]\d?)\b(?!-\d)", prose_text):
-            rid = match.group(1)
-            before = prose_text[max(0, match.start() - 60):match.start()]
-            if rid not in names or rid in seen or NAMED_BEFORE.search(before) or before.endswith(("'", '"')):
-                continue
-            seen.add(rid)
-            name = names[rid].lower()
-            reach = len(name) + 40
-            after = _flat(prose_text[match.end():match.end() + reach + 400])[:reach]
-            before = _flat(prose_text[max(0, match.start() - reach - 400):match.start()])[-reach:]
-            if name not in after and name not in before:
-                missing.append(rid)
+    prose_text = "\n".join(_python_prose(text))      # a name may wrap onto the next comment line
+    for match in re.finditer(r"(?<![\w/.-])([A-Z][1-9]\d?)\b(?!-\d)", prose_text):
+        rid = match.group(1)
+        before = prose_text[max(0, match.start() - 60):match.start()]
+        if rid not in names or rid in seen or NAMED_BEFORE.search(before) or before.endswith(("'", '"')):
+            continue
+        seen.add(rid)
+        name = names[rid].lower()
+        reach = len(name) + 40
+        following = _flat(prose_text[match.end():match.end() + reach + 400])[:reach]
+        preceding = _flat(prose_text[max(0, match.start() - reach - 400):match.start()])[-reach:]
+        if name not in following and name not in preceding:
+            missing.append(rid)
     return missing
-
-
-def _python_prose_raw(text: str) -> Iterator[str]:
-    """A module's comments and docstrings in the order they come, code spans removed."""
-    pieces: list[tuple[int, str]] = []
-    for token in tokenize.generate_tokens(io.StringIO(text).readline):
-        if token.type == tokenize.COMMENT:
-            pieces.append((token.start[0], token.string))
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            doc = ast.get_docstring(node, clean=False)
-            if doc and node.body:
-                pieces.append((node.body[0].lineno, CODE_SPAN.sub("", doc)))
-    pieces.sort(key=lambda piece: piece[0])
-    # consecutive comment lines are one piece of prose: a name may wrap onto the next line
-    yield "\n".join(piece for _, piece in pieces)
 
 
 def test_a_modules_first_citation_of_a_decision_carries_its_short_name() -> None:
